@@ -1,0 +1,87 @@
+package kernels
+
+import "evotune/space"
+
+// The GPU worker speaks JSON lines over stdin/stdout: one Request a line in,
+// one Response a line out, strictly in turn. These types are the protocol;
+// kernels/worker.cu implements the other side.
+
+// A Launch is one kernel launch of a candidate.
+type Launch struct {
+	Kernel      string `json:"kernel"` // entry point name in the cubin
+	Grid        [3]int `json:"grid"`
+	Block       [3]int `json:"block"`
+	SharedBytes int    `json:"smem"` // dynamic shared memory
+}
+
+// A Plan is everything the worker needs to run a candidate on one shape:
+// its launches in order (all take the same SdpaParams) and the size of the
+// fp32 workspace (split-kv partials) the worker must provide.
+type Plan struct {
+	Launches       []Launch `json:"launches"`
+	WorkspaceBytes int64    `json:"workspace_bytes"`
+}
+
+// Request ops.
+const (
+	OpInfo  = "info"  // describe the device
+	OpCheck = "check" // run once on seeded inputs, compare with the fp32 reference
+	OpTime  = "time"  // CUDA-graph timing
+	OpQuit  = "quit"
+)
+
+// A Request asks the worker for one thing.
+type Request struct {
+	ID     int64       `json:"id"`
+	Op     string      `json:"op"`
+	Cubin  string      `json:"cubin,omitempty"` // path of the candidate's cubin
+	Plan   Plan        `json:"plan"`
+	Shape  space.Shape `json:"shape"`
+	Dtype  string      `json:"dtype,omitempty"` // "fp16" or "bf16"
+	Causal bool        `json:"causal,omitempty"`
+	Scale  float64     `json:"scale,omitempty"` // softmax scale; 0 means 1/sqrt(D)
+
+	// check
+	Seed       uint64  `json:"seed,omitempty"`
+	InputScale float64 `json:"input_scale,omitempty"` // inputs ~ U(-InputScale, InputScale); 0 means 1
+	Atol       float64 `json:"atol,omitempty"`        // an element is bad when |o-ref| > Atol + Rtol*|ref|
+	Rtol       float64 `json:"rtol,omitempty"`
+
+	// time
+	Warmup      int     `json:"warmup,omitempty"`        // graph replays before sampling
+	Samples     int     `json:"samples,omitempty"`       // at least 30
+	MinSampleUS float64 `json:"min_sample_us,omitempty"` // each sample lasts at least this long
+	NoRotate    bool    `json:"no_rotate,omitempty"`     // reuse one input set (L2-hot)
+}
+
+// A Response answers one Request. Error is set when the request failed; then
+// Sticky says the CUDA context is lost and the worker exits after answering.
+type Response struct {
+	ID     int64  `json:"id"`
+	Error  string `json:"error,omitempty"`
+	Sticky bool   `json:"sticky,omitempty"`
+
+	// info
+	Device         string `json:"device,omitempty"`
+	ComputeCap     string `json:"compute_cap,omitempty"` // "9.0"
+	SMs            int    `json:"sms,omitempty"`
+	SharedPerBlock int    `json:"smem_per_block_optin,omitempty"`
+	L2Bytes        int    `json:"l2_bytes,omitempty"`
+	DriverVersion  int    `json:"driver_version,omitempty"`
+
+	// check
+	MaxAbsErr  float64 `json:"max_abs_err,omitempty"`
+	MeanAbsErr float64 `json:"mean_abs_err,omitempty"`
+	RelL2      float64 `json:"rel_l2,omitempty"`
+	BadFrac    float64 `json:"bad_frac,omitempty"`
+	NaN        int     `json:"nan,omitempty"`
+	Inf        int     `json:"inf,omitempty"`
+	Repeatable bool    `json:"repeatable,omitempty"` // a second run gave bitwise the same output
+	OutStd     float64 `json:"out_std,omitempty"`    // standard deviation of the candidate's output
+	RefStd     float64 `json:"ref_std,omitempty"`    // and of the reference
+
+	// time
+	SamplesUS         []float64 `json:"samples_us,omitempty"` // per call
+	LaunchesPerSample int       `json:"launches_per_sample,omitempty"`
+	InputSets         int       `json:"input_sets,omitempty"` // rotated input sets
+}

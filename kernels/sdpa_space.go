@@ -1,0 +1,37 @@
+package kernels
+
+import "evotune/space"
+
+// Family is the name of the SDPA kernel family.
+const Family = "sdpa"
+
+// sdpaKnobs declares the knobs of the SDPA forward family. Each renders to
+// the -D macro named here, which kernels/sdpa.cu guards with #ifndef.
+func sdpaKnobs() []space.Knob {
+	return []space.Knob{
+		{Name: "ws", Macro: "SDPA_WS", Values: []string{"0", "1"}, Layer: space.Macro, Default: "0",
+			Doc: "warp specialisation: producer warps stream K/V into the ring while consumer warps compute"},
+		{Name: "producer_warps", Macro: "SDPA_PRODUCER_WARPS", Values: []string{"1", "2"}, Layer: space.Micro, Default: "1",
+			Doc: "producer warps per CTA (with ws=1)"},
+		{Name: "stages", Macro: "SDPA_STAGES", Values: []string{"1", "2", "3", "4"}, Layer: space.Micro, Default: "2",
+			Doc: "cp.async ring depth for K/V tiles (1 = synchronous loads)"},
+		{Name: "block_m", Macro: "SDPA_BLOCK_M", Values: []string{"16", "32", "64", "128"}, Layer: space.Macro, Default: "64",
+			Doc: "query rows per CTA tile"},
+		{Name: "block_n", Macro: "SDPA_BLOCK_N", Values: []string{"32", "64", "128"}, Layer: space.Macro, Default: "64",
+			Doc: "key rows per K/V tile"},
+		{Name: "warps", Macro: "SDPA_WARPS", Values: []string{"2", "4", "8"}, Layer: space.Macro, Default: "4",
+			Doc: "consumer (compute) warps per CTA"},
+		{Name: "fast_exp", Macro: "SDPA_FAST_EXP", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
+			Doc: "exp2 via ex2.approx with log2(e)*scale folded into one multiply"},
+		{Name: "persistent", Macro: "SDPA_PERSISTENT", Values: []string{"0", "1"}, Layer: space.Macro, Default: "0",
+			Doc: "a grid of resident CTAs looping over tiles"},
+		{Name: "q_in_regs", Macro: "SDPA_Q_IN_REGS", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
+			Doc: "hold Q fragments in registers for the whole key loop (else re-read from shared memory)"},
+		{Name: "kv_layout", Macro: "SDPA_KV_SWIZZLE", Values: []string{"pad", "swizzle"}, MacroValues: []string{"0", "1"}, Layer: space.Micro, Default: "swizzle",
+			Doc: "shared-memory layout of K/V tiles: padded rows or XOR swizzle"},
+		{Name: "min_blocks_per_sm", Macro: "SDPA_MIN_BLOCKS", Values: []string{"1", "2", "3", "4"}, Layer: space.Micro, Default: "1",
+			Doc: "__launch_bounds__ minimum resident blocks per SM"},
+		{Name: "split_kv", Macro: "SDPA_SPLIT_KV", Values: []string{"1", "2", "4"}, Layer: space.Macro, Default: "1",
+			Doc: "split the key sequence across CTAs, combined by a second kernel"},
+	}
+}

@@ -1,0 +1,91 @@
+package space
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A Shape is the [B, H, S, D] shape of an attention call.
+type Shape struct {
+	B int `json:"b"`
+	H int `json:"h"`
+	S int `json:"s"`
+	D int `json:"d"`
+}
+
+// String renders the shape as BxHxSxD.
+func (s Shape) String() string { return fmt.Sprintf("%dx%dx%dx%d", s.B, s.H, s.S, s.D) }
+
+// Limits on shapes accepted from users: beyond them a single problem would
+// not fit any GPU evotune targets.
+const (
+	MaxBatchHeads = 1 << 16
+	MaxSeqLen     = 1 << 18
+)
+
+// ParseShape parses BxHxSxD.
+func ParseShape(text string) (Shape, error) {
+	parts := strings.Split(strings.ToLower(strings.TrimSpace(text)), "x")
+	if len(parts) != 4 {
+		return Shape{}, fmt.Errorf("shape %q: want BxHxSxD, e.g. 1x8x512x64", text)
+	}
+	var v [4]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return Shape{}, fmt.Errorf("shape %q: %q is not a positive integer", text, p)
+		}
+		v[i] = n
+	}
+	s := Shape{B: v[0], H: v[1], S: v[2], D: v[3]}
+	if s.B*s.H > MaxBatchHeads {
+		return Shape{}, fmt.Errorf("shape %q: B*H = %d exceeds %d", text, s.B*s.H, MaxBatchHeads)
+	}
+	if s.S > MaxSeqLen {
+		return Shape{}, fmt.Errorf("shape %q: S = %d exceeds %d", text, s.S, MaxSeqLen)
+	}
+	return s, nil
+}
+
+// A Problem is what a search tunes for: one kernel family, one or more
+// shapes (with weights for the objective), a dtype and the causal flag.
+type Problem struct {
+	Family  string    `json:"family"`
+	Shapes  []Shape   `json:"shapes"`
+	Weights []float64 `json:"weights,omitempty"` // one per shape; empty means all 1
+	Dtype   string    `json:"dtype"`             // "fp16" or "bf16"
+	Causal  bool      `json:"causal"`
+}
+
+// Weight returns the objective weight of shape i.
+func (p Problem) Weight(i int) float64 {
+	if i < len(p.Weights) {
+		return p.Weights[i]
+	}
+	return 1
+}
+
+// Validate checks the problem's own consistency.
+func (p Problem) Validate() error {
+	if len(p.Shapes) == 0 {
+		return fmt.Errorf("problem has no shape")
+	}
+	if p.Dtype != "fp16" && p.Dtype != "bf16" {
+		return fmt.Errorf("dtype %q: want fp16 or bf16", p.Dtype)
+	}
+	if len(p.Weights) != 0 && len(p.Weights) != len(p.Shapes) {
+		return fmt.Errorf("%d weights for %d shapes", len(p.Weights), len(p.Shapes))
+	}
+	for i, w := range p.Weights {
+		if !(w > 0) {
+			return fmt.Errorf("weight %d of shape %s must be positive", i, p.Shapes[i])
+		}
+	}
+	for _, s := range p.Shapes[1:] {
+		if s.D != p.Shapes[0].D {
+			return fmt.Errorf("shapes %s and %s: all shapes of a problem share the head dimension (it is compiled in)", p.Shapes[0], s)
+		}
+	}
+	return nil
+}
