@@ -16,10 +16,12 @@ type Launch struct {
 
 // A Plan is everything the worker needs to run a candidate on one shape:
 // its launches in order (all take the same SdpaParams) and the size of the
-// fp32 workspace (split-kv partials) the worker must provide.
+// fp32 workspace (split-kv partials) the worker must provide: the kernel's
+// o_part points at its start and lse_part at LSEOffsetBytes into it.
 type Plan struct {
 	Launches       []Launch `json:"launches"`
 	WorkspaceBytes int64    `json:"workspace_bytes"`
+	LSEOffsetBytes int64    `json:"lse_offset_bytes"`
 }
 
 // Request ops.
