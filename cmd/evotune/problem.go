@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"evotune/kernels"
+	"evotune/space"
+)
+
+// problemFlags are the flags that name a tuning problem: the shapes (with
+// optional objective weights), the dtype and the causal mask.
+type problemFlags struct {
+	Shapes []string
+	Dtype  string
+	Causal bool
+}
+
+// defaultProblem is the mission shape: one batch of eight heads, 512 keys,
+// head dimension 64, fp16, no mask.
+func defaultProblem() problemFlags {
+	return problemFlags{Shapes: []string{"1x8x512x64"}, Dtype: "fp16"}
+}
+
+// register adds the problem flags to fs. Multi says whether --shape may be
+// repeated (a multi-shape objective) or names one shape.
+func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
+	if multi {
+		fs.StringArrayVar(&p.Shapes, "shape", p.Shapes, "problem shape `BxHxSxD`, optionally with an objective weight (BxHxSxD:W); repeat for a multi-shape objective")
+	} else {
+		fs.StringArrayVar(&p.Shapes, "shape", p.Shapes, "problem shape `BxHxSxD`")
+	}
+	fs.StringVar(&p.Dtype, "dtype", p.Dtype, "element type: fp16 or bf16")
+	fs.BoolVar(&p.Causal, "causal", p.Causal, "apply a causal mask")
+}
+
+// problem validates the flags and returns the problem they name. Errors are
+// usage errors of cmd naming the flag at fault.
+func (p problemFlags) problem(cmd string) (space.Problem, error) {
+	prob := space.Problem{Family: kernels.Family, Dtype: p.Dtype, Causal: p.Causal}
+	switch p.Dtype {
+	case "fp16", "bf16":
+	default:
+		return space.Problem{}, usagef(cmd, "--dtype %q: want fp16 or bf16", p.Dtype)
+	}
+	// A repeated flag replaces the default rather than adding to it.
+	shapes := p.Shapes
+	if len(shapes) == 0 {
+		return space.Problem{}, usagef(cmd, "--shape: at least one shape is needed")
+	}
+	weighted := false
+	var weights []float64
+	for _, text := range shapes {
+		shape, weight, hasWeight, err := parseWeightedShape(text)
+		if err != nil {
+			return space.Problem{}, usagef(cmd, "--shape %q: %v", text, err)
+		}
+		prob.Shapes = append(prob.Shapes, shape)
+		weights = append(weights, weight)
+		weighted = weighted || hasWeight
+	}
+	if weighted {
+		prob.Weights = weights
+	}
+	if err := prob.Validate(); err != nil {
+		return space.Problem{}, usagef(cmd, "--shape: %v", err)
+	}
+	return prob, nil
+}
+
+// parseWeightedShape reads "BxHxSxD" or "BxHxSxD:W".
+func parseWeightedShape(text string) (shape space.Shape, weight float64, hasWeight bool, err error) {
+	shapeText, weightText, hasWeight := strings.Cut(text, ":")
+	weight = 1
+	if hasWeight {
+		weight, err = strconv.ParseFloat(weightText, 64)
+		if err != nil || !(weight > 0) || weight > 1e6 {
+			return space.Shape{}, 0, false, fmt.Errorf("weight %q is not a positive number", weightText)
+		}
+	}
+	shape, err = space.ParseShape(shapeText)
+	if err != nil {
+		// ParseShape names the shape itself; the caller names it already.
+		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("shape %q: ", shapeText))
+		return space.Shape{}, 0, false, fmt.Errorf("%s", msg)
+	}
+	return shape, weight, hasWeight, nil
+}
