@@ -1,57 +1,140 @@
 package space
 
-import "math/rand/v2"
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // A Config assigns a value to every knob of a space: knob name → value.
 // Values are strings drawn from the knob's list ("64", "swizzle").
 type Config map[string]string
 
 // Key returns the canonical key: "name=value" pairs sorted by name, joined by ",".
-func (c Config) Key() string { panic("space: not implemented yet") }
+func (c Config) Key() string {
+	names := make([]string, 0, len(c))
+	n := 0
+	for name, value := range c {
+		names = append(names, name)
+		n += len(name) + len(value) + 2
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	b.Grow(n)
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(c[name])
+	}
+	return b.String()
+}
 
 // Hash returns a short stable hash of Key (16 hex digits).
-func (c Config) Hash() string { panic("space: not implemented yet") }
+func (c Config) Hash() string {
+	sum := sha256.Sum256([]byte(c.Key()))
+	return hex.EncodeToString(sum[:8])
+}
 
 // Clone returns a copy.
-func (c Config) Clone() Config { panic("space: not implemented yet") }
+func (c Config) Clone() Config {
+	if c == nil {
+		return nil
+	}
+	out := make(Config, len(c))
+	for name, value := range c {
+		out[name] = value
+	}
+	return out
+}
 
 // Int returns the value of knob name as an integer; it panics if the value
 // is not an integer (a space's own declaration error).
-func (c Config) Int(name string) int { panic("space: not implemented yet") }
+func (c Config) Int(name string) int {
+	v, err := strconv.Atoi(c[name])
+	if err != nil {
+		panic(fmt.Sprintf("space: knob %s: value %q is not an integer", name, c[name]))
+	}
+	return v
+}
 
-// Knob returns the knob with that name.
-func (s *Space) Knob(name string) (Knob, bool) { panic("space: not implemented yet") }
+// UnmarshalJSON decodes a JSON object of string values. It refuses any other
+// value type and a knob named twice, so that a config read from a file means
+// exactly one thing.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("decoding config: %w", err)
+	}
+	if tok == nil {
+		*c = nil
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("decoding config: want an object of knob names to string values, got %s", describeToken(tok))
+	}
+	out := Config{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("decoding config: %w", err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("decoding config: want a knob name, got %s", describeToken(tok))
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return fmt.Errorf("decoding config: knob %q: %w", name, err)
+		}
+		value, ok := tok.(string)
+		if !ok {
+			// A nested value would otherwise leave the decoder mid-structure;
+			// the message is all that matters, so stop here.
+			return fmt.Errorf("decoding config: knob %q: value must be a string, got %s", name, describeToken(tok))
+		}
+		if _, dup := out[name]; dup {
+			return fmt.Errorf("decoding config: knob %q named twice", name)
+		}
+		out[name] = value
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return fmt.Errorf("decoding config: %w", err)
+	}
+	*c = out
+	return nil
+}
 
-// Default returns the family's hand-picked config.
-func (s *Space) Default() Config { panic("space: not implemented yet") }
-
-// Check reports whether c is a complete config of s with values from each
-// knob's list (an error naming the knob and the allowed values otherwise),
-// then runs the constraints in order; a rejection is a *Rejection.
-func (s *Space) Check(c Config) error { panic("space: not implemented yet") }
-
-// Parse reads "k=v,k=v" (knobs not named take their default) into a
-// config of s, refusing unknown knobs and values not in the knob's list. It
-// does not run constraints.
-func (s *Space) Parse(text string) (Config, error) { panic("space: not implemented yet") }
-
-// Flags renders the -D flags for c (defines first, then knobs in declaration
-// order). It is the only place flags are made; it fails unless every value
-// comes from its knob's list.
-func (s *Space) Flags(c Config) ([]string, error) { panic("space: not implemented yet") }
-
-// Sample draws a uniformly random valid config.
-func (s *Space) Sample(rng *rand.Rand) Config { panic("space: not implemented yet") }
-
-// Neighbours returns every valid config that differs from c in exactly one knob.
-func (s *Space) Neighbours(c Config) []Config { panic("space: not implemented yet") }
-
-// Enumerate calls fn for every valid config in a fixed order until fn returns false.
-func (s *Space) Enumerate(fn func(Config) bool) { panic("space: not implemented yet") }
-
-// Size returns the number of raw configs (product of the knobs' list
-// lengths) and of valid ones.
-func (s *Space) Size() (raw, valid uint64) { panic("space: not implemented yet") }
+// describeToken names a JSON token's kind for an error message.
+func describeToken(tok json.Token) string {
+	switch v := tok.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	case string:
+		return strconv.Quote(v)
+	case json.Delim:
+		switch v {
+		case '{':
+			return "an object"
+		case '[':
+			return "an array"
+		}
+		return "'" + v.String() + "'"
+	}
+	return fmt.Sprintf("%T", tok)
+}
 
 // A Rejection says which constraint refused a config, and why.
 type Rejection struct {

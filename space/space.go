@@ -31,7 +31,8 @@ type Knob struct {
 
 // A Constraint is a named rule over a Config. Check returns nil when the
 // config is allowed, or an error that says why not; a rejection is reported
-// with the constraint's Name.
+// with the constraint's Name. Check must neither keep nor modify the config
+// it is given: enumeration reuses one map for every candidate.
 type Constraint struct {
 	Name  string
 	Check func(Config) error
