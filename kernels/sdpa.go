@@ -1,0 +1,452 @@
+// Package kernels holds the CUDA kernel families evotune tunes, embedded in
+// the binary, with what the rest of the tool must know about them: each
+// family's knob space and constraints, launch geometry, FLOP and byte
+// counts, correctness tolerances, the nvcc command line, and the GPU
+// worker's protocol.
+package kernels
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"evotune/space"
+)
+
+//go:embed sdpa.cu sdpa_params.h
+var sdpaFiles embed.FS
+
+// A Target is what the constraints and the launch plan need to know about
+// a GPU. TargetFor gives an architecture's defaults; the runner overrides
+// SMs and SharedPerBlock with what the real device reports.
+type Target struct {
+	Arch            string // nvcc architecture, "sm_89"
+	SMs             int    // streaming multiprocessors
+	SharedPerBlock  int    // opt-in dynamic shared memory per block, bytes
+	RegsPerSM       int    // 32-bit registers per SM
+	MaxThreadsPerSM int    // resident threads per SM
+}
+
+// TargetFor returns the defaults of a supported architecture, for use when
+// no GPU is present (constraint checks, compile-only runs).
+func TargetFor(arch string) (Target, error) {
+	switch arch {
+	case "sm_80": // A100
+		return Target{Arch: arch, SMs: 108, SharedPerBlock: 166912, RegsPerSM: 65536, MaxThreadsPerSM: 2048}, nil
+	case "sm_86": // RTX 30xx / A40 class
+		return Target{Arch: arch, SMs: 82, SharedPerBlock: 101376, RegsPerSM: 65536, MaxThreadsPerSM: 1536}, nil
+	case "sm_89": // L4 (58 SMs)
+		return Target{Arch: arch, SMs: 58, SharedPerBlock: 101376, RegsPerSM: 65536, MaxThreadsPerSM: 1536}, nil
+	case "sm_90": // H100 SXM
+		return Target{Arch: arch, SMs: 132, SharedPerBlock: 232448, RegsPerSM: 65536, MaxThreadsPerSM: 2048}, nil
+	}
+	return Target{}, fmt.Errorf("architecture %q: want one of sm_80, sm_86, sm_89, sm_90", arch)
+}
+
+// sdpaGeom is the static geometry a config compiles to; sdpa.cu derives the
+// same quantities from the same macros.
+type sdpaGeom struct {
+	d                        int
+	ws                       bool
+	producerWarps            int
+	stages                   int
+	blockM, blockN           int
+	warps                    int // consumer warps
+	warpsM, warpsN           int
+	rowsPerWarp, colsPerWarp int
+	qInRegs                  bool
+	swizzle                  bool
+	minBlocks                int
+	split                    int
+	persistent               bool
+}
+
+// threads is the CTA size: consumer warps plus, with ws, producer warps.
+func (g sdpaGeom) threads() int {
+	w := g.warps
+	if g.ws {
+		w += g.producerWarps
+	}
+	return 32 * w
+}
+
+// knobInt reads an integer knob; a missing or non-integer value is an error
+// naming the knob, so a malformed config is refused rather than panicking.
+func knobInt(c space.Config, name string) (int, error) {
+	v, ok := c[name]
+	if !ok {
+		return 0, fmt.Errorf("config has no value for knob %s", name)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("knob %s=%q is not an integer", name, v)
+	}
+	return n, nil
+}
+
+func geomOf(c space.Config, d int) (sdpaGeom, error) {
+	g := sdpaGeom{d: d}
+	ints := []struct {
+		name string
+		dst  *int
+	}{
+		{"producer_warps", &g.producerWarps}, {"stages", &g.stages}, {"block_m", &g.blockM},
+		{"block_n", &g.blockN}, {"warps", &g.warps}, {"min_blocks_per_sm", &g.minBlocks},
+		{"split_kv", &g.split},
+	}
+	for _, k := range ints {
+		n, err := knobInt(c, k.name)
+		if err != nil {
+			return g, err
+		}
+		if n <= 0 {
+			return g, fmt.Errorf("knob %s=%d must be positive", k.name, n)
+		}
+		*k.dst = n
+	}
+	bools := []struct {
+		name string
+		dst  *bool
+	}{{"ws", &g.ws}, {"persistent", &g.persistent}, {"q_in_regs", &g.qInRegs}}
+	for _, k := range bools {
+		n, err := knobInt(c, k.name)
+		if err != nil {
+			return g, err
+		}
+		*k.dst = n != 0
+	}
+	switch c["kv_layout"] {
+	case "pad":
+	case "swizzle":
+		g.swizzle = true
+	default:
+		return g, fmt.Errorf("knob kv_layout=%q: want pad or swizzle", c["kv_layout"])
+	}
+	g.warpsM = min(g.warps, max(g.blockM/16, 1))
+	g.warpsN = g.warps / g.warpsM
+	g.rowsPerWarp = g.blockM / g.warpsM
+	g.colsPerWarp = g.blockN / g.warpsN
+	return g, nil
+}
+
+// layoutErr reports why a warp layout does not divide evenly, or nil.
+func (g sdpaGeom) layoutErr() error {
+	switch {
+	case g.blockM%16 != 0:
+		return fmt.Errorf("block_m=%d is not a multiple of 16", g.blockM)
+	case g.warps%g.warpsM != 0:
+		return fmt.Errorf("warps=%d do not split into %d row groups", g.warps, g.warpsM)
+	case g.blockN%g.warpsN != 0 || g.colsPerWarp%16 != 0:
+		return fmt.Errorf("block_n=%d over %d warps gives %d key columns per warp, not a multiple of 16",
+			g.blockN, g.warpsN, g.blockN/g.warpsN)
+	case g.rowsPerWarp > 64:
+		return fmt.Errorf("block_m=%d over %d warps gives %d rows per warp, more than 64", g.blockM, g.warpsM, g.rowsPerWarp)
+	}
+	return nil
+}
+
+// regEstimate is a lower-bound estimate of the 32-bit registers a consumer
+// thread keeps live: the O and S accumulators, the Q fragments when held in
+// registers, the softmax row state, and a fixed allowance for addresses and
+// loop state. ptxas has the final word; this only prunes the hopeless.
+func (g sdpaGeom) regEstimate() int {
+	mt := g.rowsPerWarp / 16
+	r := mt*g.d/2 + mt*g.colsPerWarp/2 + 4*mt + 24
+	if g.qInRegs {
+		r += mt * g.d / 4
+	}
+	return r
+}
+
+// sharedBytes mirrors SDPA_SMEM_BYTES in sdpa.cu.
+func (g sdpaGeom) sharedBytes() int {
+	stride := g.d
+	if !g.swizzle {
+		stride += 8
+	}
+	q := g.blockM * stride * 2
+	ring := g.stages * 2 * g.blockN * stride * 2
+	combine := 0
+	if g.warpsN > 1 {
+		combine = (g.warpsN-1)*g.blockM*g.d*4 + 2*g.warpsN*g.blockM*4
+	}
+	if g.ws {
+		// Producers may already fill the ring for the next tile while
+		// consumers combine, so the combine area cannot alias the ring.
+		return q + ring + combine
+	}
+	return max(q+ring, combine)
+}
+
+// SharedBytes returns the dynamic shared memory the SDPA kernel uses for
+// config c at head dimension d. sdpa.cu computes the same expression as
+// SDPA_SMEM_BYTES and traps when launched with less. It returns 0 for a
+// config it cannot read.
+func SharedBytes(c space.Config, d int) int {
+	g, err := geomOf(c, d)
+	if err != nil {
+		return 0
+	}
+	return g.sharedBytes()
+}
+
+// SDPASpace declares the SDPA family's space for problem p on target t:
+// the knobs, the problem's fixed defines, and the named constraints.
+func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
+	if p.Family != "" && p.Family != Family {
+		return nil, fmt.Errorf("problem family %q is not %q", p.Family, Family)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sdpa space: %w", err)
+	}
+	d := p.Shapes[0].D
+	if d != 64 && d != 128 {
+		return nil, fmt.Errorf("sdpa space: head dimension %d: want 64 or 128", d)
+	}
+	if t.SMs <= 0 || t.SharedPerBlock <= 0 || t.RegsPerSM <= 0 || t.MaxThreadsPerSM <= 0 {
+		return nil, fmt.Errorf("sdpa space: target %+v is incomplete", t)
+	}
+	bf16, causal := "0", "0"
+	if p.Dtype == "bf16" {
+		bf16 = "1"
+	}
+	if p.Causal {
+		causal = "1"
+	}
+	return &space.Space{
+		Family: Family,
+		Knobs:  sdpaKnobs(),
+		Defines: []space.Define{
+			{Macro: "SDPA_HEAD_DIM", Value: strconv.Itoa(d)},
+			{Macro: "SDPA_BF16", Value: bf16},
+			{Macro: "SDPA_CAUSAL", Value: causal},
+		},
+		Constraints: sdpaConstraints(d, t),
+	}, nil
+}
+
+// sdpaConstraints returns the named rules, cheapest and most basic first.
+func sdpaConstraints(d int, t Target) []space.Constraint {
+	geom := func(check func(sdpaGeom) error) func(space.Config) error {
+		return func(c space.Config) error {
+			g, err := geomOf(c, d)
+			if err != nil {
+				return err
+			}
+			return check(g)
+		}
+	}
+	return []space.Constraint{
+		{Name: "ws_producers", Check: geom(func(g sdpaGeom) error {
+			if !g.ws && g.producerWarps != 1 {
+				return fmt.Errorf("producer_warps=%d has no effect without ws=1 (keep 1 to avoid duplicate configs)", g.producerWarps)
+			}
+			return nil
+		})},
+		{Name: "ws_stages", Check: geom(func(g sdpaGeom) error {
+			if g.ws && g.stages < 2 {
+				return fmt.Errorf("ws=1 needs stages >= 2 for producers to run ahead, got %d", g.stages)
+			}
+			return nil
+		})},
+		{Name: "threads", Check: geom(func(g sdpaGeom) error {
+			if g.threads() > 1024 {
+				return fmt.Errorf("%d threads per CTA exceed 1024", g.threads())
+			}
+			return nil
+		})},
+		{Name: "warp_layout", Check: geom(sdpaGeom.layoutErr)},
+		{Name: "min_blocks", Check: geom(func(g sdpaGeom) error {
+			if n := g.threads() * g.minBlocks; n > t.MaxThreadsPerSM {
+				return fmt.Errorf("%d threads x min_blocks_per_sm=%d = %d exceed %d threads per SM", g.threads(), g.minBlocks, n, t.MaxThreadsPerSM)
+			}
+			return nil
+		})},
+		{Name: "registers", Check: geom(func(g sdpaGeom) error {
+			est := g.regEstimate()
+			budget := min(255, t.RegsPerSM/(g.threads()*g.minBlocks))
+			if est > budget {
+				return fmt.Errorf("an estimated %d registers per thread exceed the budget of %d (%d threads, min_blocks_per_sm=%d)",
+					est, budget, g.threads(), g.minBlocks)
+			}
+			return nil
+		})},
+		{Name: "shared_memory", Check: geom(func(g sdpaGeom) error {
+			if b := g.sharedBytes(); b > t.SharedPerBlock {
+				return fmt.Errorf("%d bytes of shared memory exceed the %d bytes a block may have on %s", b, t.SharedPerBlock, t.Arch)
+			}
+			return nil
+		})},
+	}
+}
+
+// Kernel entry points in the SDPA cubin.
+const (
+	SDPAForwardKernel = "sdpa_fwd"
+	SDPACombineKernel = "sdpa_combine"
+)
+
+// combineRowsPerBlock is the rows of O that one sdpa_combine CTA of
+// combineThreads merges (one warp per row); sdpa.cu agrees.
+const (
+	combineThreads      = 128
+	combineRowsPerBlock = combineThreads / 32
+	maxGridX            = 1<<31 - 1
+	maxCombineGrid      = 1 << 20 // sdpa_combine strides over rows beyond this
+)
+
+// SDPAPlan returns the launches for config c on shape s: sdpa_fwd, then
+// sdpa_combine when split_kv > 1, and the fp32 workspace the split needs.
+func SDPAPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
+	if s.B <= 0 || s.H <= 0 || s.S <= 0 {
+		return Plan{}, fmt.Errorf("sdpa plan: shape %s must be positive", s)
+	}
+	g, err := geomOf(c, s.D)
+	if err != nil {
+		return Plan{}, fmt.Errorf("sdpa plan: %w", err)
+	}
+	if err := g.layoutErr(); err != nil {
+		return Plan{}, fmt.Errorf("sdpa plan: %w", err)
+	}
+	bh := int64(s.B) * int64(s.H)
+	mBlocks := int64(ceilDiv(s.S, g.blockM))
+	tiles := bh * mBlocks * int64(g.split)
+	grid := tiles
+	if g.persistent {
+		if t.SMs <= 0 {
+			return Plan{}, fmt.Errorf("sdpa plan: persistent=1 needs the target's SM count")
+		}
+		grid = min(tiles, int64(t.SMs)*int64(g.minBlocks))
+	}
+	if grid > maxGridX {
+		return Plan{}, fmt.Errorf("sdpa plan: shape %s needs %d CTAs, more than the grid allows", s, grid)
+	}
+	p := Plan{Launches: []Launch{{
+		Kernel:      SDPAForwardKernel,
+		Grid:        [3]int{int(grid), 1, 1},
+		Block:       [3]int{g.threads(), 1, 1},
+		SharedBytes: g.sharedBytes(),
+	}}}
+	if g.split > 1 {
+		rows := bh * int64(s.S)
+		p.LSEOffsetBytes = alignUp(int64(g.split)*rows*int64(s.D)*4, 16)
+		p.WorkspaceBytes = p.LSEOffsetBytes + int64(g.split)*rows*4
+		p.Launches = append(p.Launches, Launch{
+			Kernel: SDPACombineKernel,
+			Grid:   [3]int{int(min((rows+combineRowsPerBlock-1)/combineRowsPerBlock, maxCombineGrid)), 1, 1},
+			Block:  [3]int{combineThreads, 1, 1},
+		})
+	}
+	return p, nil
+}
+
+func ceilDiv(a, b int) int     { return (a + b - 1) / b }
+func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
+
+// SDPAFLOPs counts the floating-point operations of one forward call: two
+// matrix products of 2·D flops per (query, key) pair that is not masked.
+func SDPAFLOPs(s space.Shape, causal bool) float64 {
+	n := float64(s.S)
+	pairs := n * n
+	if causal {
+		pairs = n * (n + 1) / 2
+	}
+	return 4 * float64(s.B) * float64(s.H) * float64(s.D) * pairs
+}
+
+// SDPABytes is the minimal HBM traffic of one call: Q, K and V read once
+// and O written once, in the input dtype.
+func SDPABytes(s space.Shape, dtype string) float64 {
+	elem := 2.0 // fp16 and bf16
+	return 4 * elem * float64(s.B) * float64(s.H) * float64(s.S) * float64(s.D)
+}
+
+// A Source is a kernel family's embedded source files and their content
+// hash, which goes into every result's provenance and every cache key.
+type Source struct {
+	Name  string            // the file nvcc compiles
+	Files map[string][]byte // every file the compile reads, by name
+	Hash  string            // sha256 over names and contents, hex
+}
+
+// SDPASource returns the embedded SDPA sources.
+func SDPASource() Source {
+	files := map[string][]byte{}
+	names := []string{"sdpa.cu", "sdpa_params.h"}
+	for _, n := range names {
+		b, err := sdpaFiles.ReadFile(n)
+		if err != nil {
+			panic("kernels: embedded file missing: " + n) // go:embed guarantees it
+		}
+		files[n] = b
+	}
+	return Source{Name: "sdpa.cu", Files: files, Hash: hashFiles(files)}
+}
+
+// hashFiles hashes names and contents with length prefixes, so no two
+// different file sets hash alike by concatenation.
+func hashFiles(files map[string][]byte) string {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	var n8 [8]byte
+	for _, n := range names {
+		binary.LittleEndian.PutUint64(n8[:], uint64(len(n)))
+		h.Write(n8[:])
+		h.Write([]byte(n))
+		binary.LittleEndian.PutUint64(n8[:], uint64(len(files[n])))
+		h.Write(n8[:])
+		h.Write(files[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// NVCCArgs returns the one nvcc argument list (without the program name)
+// that compiles a candidate: the SDPA source in srcDir, the rendered -D
+// flags, to outCubin. No -G and no -lineinfo: line info embeds the source
+// path, and the same config must give the same cubin from any directory.
+func NVCCArgs(arch string, flags []string, srcDir, outCubin string) []string {
+	args := []string{"-cubin", "-arch=" + arch, "-O3", "-std=c++17", "-Xptxas", "-v", "-I" + srcDir}
+	args = append(args, flags...)
+	return append(args, "-o", outCubin, filepath.Join(srcDir, "sdpa.cu"))
+}
+
+// A Tolerance is the correctness gate against the fp32 reference. An
+// element is bad when |o-ref| > Atol + Rtol·|ref|; a candidate passes when
+// the bad fraction is at most BadFrac and the max, mean and relative L2
+// errors are within MaxAbs, MeanAbs and RelL2.
+type Tolerance struct {
+	Atol, Rtol, MaxAbs, MeanAbs, RelL2, BadFrac float64
+}
+
+// ToleranceFor returns the gate for a dtype, at input scale 1.
+//
+// Why these numbers (fp16): the reference is computed in fp32 from the same
+// fp16 inputs, so the kernel's only errors are P rounded to fp16 before P·V
+// (relative 2^-11 per element, averaging out over keys) and O rounded to
+// fp16 (half an ulp: 2.4e-4 near 0.5). Long rows average many keys and err
+// by ~1e-5; the worst rows are short causal rows whose outputs approach 1,
+// where the two roundings add to ~5e-4. PyTorch's flash kernel shows
+// 1.5e-4..1e-3 max error on such inputs. MaxAbs 2e-3 leaves room for that
+// and still catches a single wrong key (a wrong key moves an output by
+// ~1/S of a value of size ~0.5, i.e. 1e-3 at S=512, and usually far more).
+// bf16 has 3 fewer mantissa bits, so every bound is 8x looser.
+func ToleranceFor(dtype string) Tolerance {
+	t := Tolerance{Atol: 1e-3, Rtol: 1e-2, MaxAbs: 2e-3, MeanAbs: 1e-4, RelL2: 4e-3, BadFrac: 1e-4}
+	if dtype == "bf16" {
+		t.Atol *= 8
+		t.Rtol *= 8
+		t.MaxAbs *= 8
+		t.MeanAbs *= 8
+		t.RelL2 *= 8
+	}
+	return t
+}

@@ -1,0 +1,383 @@
+package kernels
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"evotune/space"
+)
+
+// The tests read spaces through these small helpers rather than the space
+// package's methods, so they check the declaration itself.
+
+func defaultConfig(s *space.Space) space.Config {
+	c := space.Config{}
+	for _, k := range s.Knobs {
+		c[k.Name] = k.Default
+	}
+	return c
+}
+
+// with returns a copy of c with the given name=value pairs applied.
+func with(c space.Config, kv ...string) space.Config {
+	out := space.Config{}
+	for k, v := range c {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// rejectedBy returns the name of the first constraint that refuses c, or "".
+func rejectedBy(s *space.Space, c space.Config) (string, error) {
+	for _, con := range s.Constraints {
+		if err := con.Check(c); err != nil {
+			return con.Name, err
+		}
+	}
+	return "", nil
+}
+
+// enumerate calls fn on every raw config of s.
+func enumerate(s *space.Space, fn func(space.Config)) {
+	c := space.Config{}
+	var rec func(i int)
+	rec = func(i int) {
+		if i == len(s.Knobs) {
+			fn(with(c))
+			return
+		}
+		for _, v := range s.Knobs[i].Values {
+			c[s.Knobs[i].Name] = v
+			rec(i + 1)
+		}
+	}
+	rec(0)
+}
+
+func mustSpace(t testing.TB, d int, dtype string, causal bool, arch string) (*space.Space, Target) {
+	t.Helper()
+	tg, err := TargetFor(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := space.Problem{Family: Family, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: d}}, Dtype: dtype, Causal: causal}
+	s, err := SDPASpace(p, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tg
+}
+
+func TestTargetFor(t *testing.T) {
+	for _, arch := range []string{"sm_80", "sm_86", "sm_89", "sm_90"} {
+		tg, err := TargetFor(arch)
+		if err != nil {
+			t.Fatalf("TargetFor(%s): %v", arch, err)
+		}
+		if tg.Arch != arch || tg.SMs <= 0 || tg.SharedPerBlock < 99*1024 || tg.RegsPerSM != 65536 || tg.MaxThreadsPerSM < 1536 {
+			t.Errorf("TargetFor(%s) = %+v", arch, tg)
+		}
+	}
+	if tg, _ := TargetFor("sm_89"); tg.SMs != 58 || tg.SharedPerBlock != 101376 {
+		t.Errorf("sm_89 = %+v, want the L4's 58 SMs and 101376 bytes", tg)
+	}
+	if _, err := TargetFor("sm_75"); err == nil {
+		t.Error("TargetFor(sm_75) succeeded")
+	}
+}
+
+func TestSDPASpaceDefines(t *testing.T) {
+	s, _ := mustSpace(t, 128, "bf16", true, "sm_90")
+	want := []space.Define{{Macro: "SDPA_HEAD_DIM", Value: "128"}, {Macro: "SDPA_BF16", Value: "1"}, {Macro: "SDPA_CAUSAL", Value: "1"}}
+	if !slices.Equal(s.Defines, want) {
+		t.Errorf("defines = %v, want %v", s.Defines, want)
+	}
+	tg, _ := TargetFor("sm_89")
+	bad := []space.Problem{
+		{Family: Family, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 96}}, Dtype: "fp16"},
+		{Family: Family, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp32"},
+		{Family: "gemm", Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp16"},
+		{Family: Family, Dtype: "fp16"},
+	}
+	for _, p := range bad {
+		if _, err := SDPASpace(p, tg); err == nil {
+			t.Errorf("SDPASpace(%+v) succeeded", p)
+		}
+	}
+}
+
+func TestKnobsHaveMacrosAndDefaults(t *testing.T) {
+	s, _ := mustSpace(t, 64, "fp16", false, "sm_89")
+	src := string(SDPASource().Files["sdpa.cu"])
+	for _, k := range s.Knobs {
+		if !slices.Contains(k.Values, k.Default) {
+			t.Errorf("knob %s: default %q not in %v", k.Name, k.Default, k.Values)
+		}
+		def := k.Default
+		if k.MacroValues != nil {
+			def = k.MacroValues[slices.Index(k.Values, k.Default)]
+		}
+		// The source's #ifndef default must be the declared default, so a
+		// config rendered without a knob means the same kernel.
+		guard := "#ifndef " + k.Macro + "\n#define " + k.Macro + " " + def + "\n"
+		if !strings.Contains(src, guard) {
+			t.Errorf("sdpa.cu lacks %q", guard)
+		}
+	}
+	for _, d := range s.Defines {
+		if !strings.Contains(src, "#ifndef "+d.Macro+"\n") {
+			t.Errorf("sdpa.cu does not guard %s", d.Macro)
+		}
+	}
+}
+
+func TestDefaultIsValidEverywhere(t *testing.T) {
+	for _, arch := range []string{"sm_80", "sm_86", "sm_89", "sm_90"} {
+		for _, d := range []int{64, 128} {
+			s, _ := mustSpace(t, d, "fp16", false, arch)
+			if name, err := rejectedBy(s, defaultConfig(s)); err != nil {
+				t.Errorf("%s d=%d: default rejected by %s: %v", arch, d, name, err)
+			}
+		}
+	}
+}
+
+func TestConstraints(t *testing.T) {
+	tests := []struct {
+		name string
+		d    int
+		arch string
+		kv   []string
+		want string // constraint that rejects, "" for valid
+	}{
+		{"default", 64, "sm_89", nil, ""},
+		{"producers without ws", 64, "sm_89", []string{"producer_warps", "2"}, "ws_producers"},
+		{"ws with producers", 64, "sm_89", []string{"ws", "1", "producer_warps", "2"}, ""},
+		{"ws single stage", 64, "sm_89", []string{"ws", "1", "stages", "1"}, "ws_stages"},
+		{"single stage without ws", 64, "sm_89", []string{"stages", "1"}, ""},
+		{"block_m 16 one warp row group", 64, "sm_89", []string{"block_m", "16", "warps", "4", "block_n", "64"}, ""},
+		{"block_m 16 eight warps need 128 keys", 64, "sm_89", []string{"block_m", "16", "warps", "8", "block_n", "64"}, "warp_layout"},
+		{"block_m 16 eight warps 128 keys", 64, "sm_89", []string{"block_m", "16", "warps", "8", "block_n", "128"}, ""},
+		{"rows per warp 64", 64, "sm_89", []string{"block_m", "128", "warps", "2", "block_n", "32", "q_in_regs", "0"}, ""},
+		{"rows per warp 64 with q in registers", 64, "sm_89", []string{"block_m", "128", "warps", "2", "block_n", "32"}, "registers"},
+		{"d128 big tiles regs", 128, "sm_89", []string{"block_m", "128", "warps", "2", "block_n", "64"}, "registers"},
+		{"min blocks regs", 128, "sm_90", []string{"block_m", "128", "warps", "4", "min_blocks_per_sm", "4"}, "registers"},
+		{"shared too big on L4", 128, "sm_89", []string{"block_m", "64", "block_n", "128", "stages", "4", "kv_layout", "pad"}, "shared_memory"},
+		{"same fits on H100", 128, "sm_90", []string{"block_m", "64", "block_n", "128", "stages", "3", "kv_layout", "pad"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := mustSpace(t, tt.d, "fp16", false, tt.arch)
+			got, err := rejectedBy(s, with(defaultConfig(s), tt.kv...))
+			if got != tt.want {
+				t.Fatalf("rejected by %q (%v), want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMinBlocksThreads(t *testing.T) {
+	// No L4 or H100 config reaches the thread limit with 4 blocks, so use a
+	// smaller SM.
+	p := space.Problem{Family: Family, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp16"}
+	s, err := SDPASpace(p, Target{Arch: "small", SMs: 1, SharedPerBlock: 49152, RegsPerSM: 65536, MaxThreadsPerSM: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := with(defaultConfig(s), "warps", "8", "ws", "1", "producer_warps", "2", "min_blocks_per_sm", "4")
+	if name, err := rejectedBy(s, c); name != "min_blocks" {
+		t.Errorf("rejected by %q (%v), want min_blocks", name, err)
+	}
+	if name, err := rejectedBy(s, with(c, "ws", "0", "producer_warps", "1", "warps", "2")); name != "" {
+		t.Errorf("2 warps x 4 blocks rejected by %s: %v", name, err)
+	}
+}
+
+func TestConstraintsRefuseMalformedConfigs(t *testing.T) {
+	s, _ := mustSpace(t, 64, "fp16", false, "sm_89")
+	for _, c := range []space.Config{
+		with(defaultConfig(s), "block_m", "x"),
+		with(defaultConfig(s), "kv_layout", "diagonal"),
+		{},
+	} {
+		if name, err := rejectedBy(s, c); err == nil {
+			t.Errorf("config %v accepted", c)
+		} else if name == "" {
+			t.Errorf("config %v: rejection has no constraint name", c)
+		}
+	}
+}
+
+func TestSharedBytes(t *testing.T) {
+	s, _ := mustSpace(t, 64, "fp16", false, "sm_89")
+	def := defaultConfig(s)
+	tests := []struct {
+		name string
+		c    space.Config
+		d    int
+		want int
+	}{
+		// q 64x64x2 + 2 stages x (K+V) 64x64x2
+		{"default", def, 64, 8192 + 32768},
+		// pad: row stride 136; q 128x136x2 + 3 x 2 x 64x136x2
+		{"d128 pad", with(def, "kv_layout", "pad", "stages", "3", "block_m", "128"), 128, 34816 + 104448},
+		// warps_n=4: combine 3x16x64x4 + 2x4x16x4 = 12800 fits in q + ring
+		{"split warps", with(def, "block_m", "16"), 64, 2048 + 32768},
+		// ws keeps the combine area apart from the ring
+		{"split warps ws", with(def, "block_m", "16", "ws", "1"), 64, 2048 + 32768 + 12800},
+		// 8 warps over 16 rows split 128 keys: q + ring still exceed the combine area
+		{"ring dominates", with(def, "block_m", "16", "warps", "8", "block_n", "128", "stages", "1"), 128, 4096 + 65536},
+		// 2 row groups x 4 key groups, 1 stage: the combine area 3x32x64x4 + 2x4x32x4 is larger
+		{"combine dominates", with(def, "block_m", "32", "warps", "8", "stages", "1"), 64, 25600},
+		{"malformed", with(def, "stages", "many"), 64, 0},
+	}
+	for _, tt := range tests {
+		if got := SharedBytes(tt.c, tt.d); got != tt.want {
+			t.Errorf("%s: SharedBytes = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestSDPAPlan(t *testing.T) {
+	s, tg := mustSpace(t, 64, "fp16", false, "sm_89")
+	def := defaultConfig(s)
+	tests := []struct {
+		name      string
+		c         space.Config
+		shape     space.Shape
+		grid      int
+		block     int
+		launches  int
+		workspace int64
+		lseOff    int64
+	}{
+		{"default", def, space.Shape{B: 2, H: 8, S: 512, D: 64}, 2 * 8 * 8, 128, 1, 0, 0},
+		{"tail rows", def, space.Shape{B: 1, H: 3, S: 65, D: 64}, 3 * 2, 128, 1, 0, 0},
+		{"one row", def, space.Shape{B: 1, H: 1, S: 1, D: 64}, 1, 128, 1, 0, 0},
+		{"ws threads", with(def, "ws", "1", "producer_warps", "2"), space.Shape{B: 1, H: 1, S: 128, D: 64}, 2, 192, 1, 0, 0},
+		{"persistent caps at SMs x min blocks", with(def, "persistent", "1", "min_blocks_per_sm", "2"),
+			space.Shape{B: 4, H: 16, S: 2048, D: 64}, 58 * 2, 128, 1, 0, 0},
+		{"persistent small problem", with(def, "persistent", "1"), space.Shape{B: 1, H: 2, S: 64, D: 64}, 2, 128, 1, 0, 0},
+		{"split", with(def, "split_kv", "4"), space.Shape{B: 1, H: 2, S: 100, D: 64}, 2 * 2 * 4, 128, 2,
+			4*2*100*64*4 + 4*2*100*4, 4 * 2 * 100 * 64 * 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := SDPAPlan(tt.c, tt.shape, tg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Launches) != tt.launches {
+				t.Fatalf("%d launches, want %d", len(p.Launches), tt.launches)
+			}
+			f := p.Launches[0]
+			if f.Kernel != SDPAForwardKernel || f.Grid != [3]int{tt.grid, 1, 1} || f.Block != [3]int{tt.block, 1, 1} {
+				t.Errorf("forward launch %+v, want grid %d block %d", f, tt.grid, tt.block)
+			}
+			if f.SharedBytes != SharedBytes(tt.c, tt.shape.D) {
+				t.Errorf("forward smem %d, want SharedBytes %d", f.SharedBytes, SharedBytes(tt.c, tt.shape.D))
+			}
+			if p.WorkspaceBytes != tt.workspace || p.LSEOffsetBytes != tt.lseOff || p.LSEOffsetBytes%16 != 0 {
+				t.Errorf("workspace %d lse at %d, want %d at %d", p.WorkspaceBytes, p.LSEOffsetBytes, tt.workspace, tt.lseOff)
+			}
+			if tt.launches == 2 {
+				cb := p.Launches[1]
+				rows := tt.shape.B * tt.shape.H * tt.shape.S
+				if cb.Kernel != SDPACombineKernel || cb.Grid[0]*cb.Block[0]/32 < rows || cb.SharedBytes != 0 {
+					t.Errorf("combine launch %+v does not cover %d rows with a warp each", cb, rows)
+				}
+			}
+		})
+	}
+	if _, err := SDPAPlan(with(def, "block_m", "16", "warps", "8"), space.Shape{B: 1, H: 1, S: 64, D: 64}, tg); err == nil {
+		t.Error("plan accepted a warp layout that does not divide")
+	}
+	if _, err := SDPAPlan(def, space.Shape{B: 1, H: 0, S: 64, D: 64}, tg); err == nil {
+		t.Error("plan accepted H=0")
+	}
+}
+
+func TestFLOPsAndBytes(t *testing.T) {
+	sh := space.Shape{B: 2, H: 8, S: 512, D: 64}
+	if got, want := SDPAFLOPs(sh, false), 4.0*2*8*512*512*64; got != want {
+		t.Errorf("FLOPs = %g, want %g", got, want)
+	}
+	// causal counts the unmasked pairs: S(S+1)/2
+	if got, want := SDPAFLOPs(space.Shape{B: 1, H: 1, S: 3, D: 64}, true), 4.0*64*6; got != want {
+		t.Errorf("causal FLOPs = %g, want %g", got, want)
+	}
+	if got, want := SDPABytes(sh, "fp16"), 4.0*2*2*8*512*64; got != want {
+		t.Errorf("bytes = %g, want %g", got, want)
+	}
+}
+
+func TestValidSpaceSize(t *testing.T) {
+	for _, arch := range []string{"sm_89", "sm_90"} {
+		for _, d := range []int{64, 128} {
+			s, _ := mustSpace(t, d, "fp16", false, arch)
+			var raw, valid int
+			byConstraint := map[string]int{}
+			enumerate(s, func(c space.Config) {
+				raw++
+				if name, _ := rejectedBy(s, c); name == "" {
+					valid++
+				} else {
+					byConstraint[name]++
+				}
+			})
+			t.Logf("%s d=%d: %d valid of %d raw; rejected by %v", arch, d, valid, raw, byConstraint)
+			if d == 64 && valid < 10000 {
+				t.Errorf("%s d=64: only %d valid configs, want well over 10000", arch, valid)
+			}
+			if valid < 1000 {
+				t.Errorf("%s d=%d: only %d valid configs", arch, d, valid)
+			}
+		}
+	}
+}
+
+func TestSDPASource(t *testing.T) {
+	src := SDPASource()
+	if src.Name != "sdpa.cu" || len(src.Files) != 2 || len(src.Files["sdpa_params.h"]) == 0 {
+		t.Fatalf("source = %s with %d files", src.Name, len(src.Files))
+	}
+	if again := SDPASource(); again.Hash != src.Hash || len(src.Hash) != 64 {
+		t.Errorf("hash %q is not stable or not sha256 hex", src.Hash)
+	}
+	files := map[string][]byte{"a": []byte("bc"), "ab": []byte("c")}
+	if hashFiles(files) == hashFiles(map[string][]byte{"a": []byte("b"), "ab": []byte("cc")}) {
+		t.Error("different file sets hash alike")
+	}
+	if hashFiles(map[string][]byte{"ab": []byte("c")}) == hashFiles(map[string][]byte{"a": []byte("bc")}) {
+		t.Error("name and content boundaries are not hashed")
+	}
+}
+
+func TestNVCCArgs(t *testing.T) {
+	args := NVCCArgs("sm_89", []string{"-DSDPA_HEAD_DIM=64"}, "/src", "/out/x.cubin")
+	joined := strings.Join(args, " ")
+	for _, want := range []string{"-cubin", "-arch=sm_89", "-O3", "-std=c++17", "-Xptxas -v", "-I/src", "-DSDPA_HEAD_DIM=64", "-o /out/x.cubin", "/src/sdpa.cu"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("nvcc args %q lack %q", joined, want)
+		}
+	}
+	for _, bad := range []string{"-G", "-lineinfo"} {
+		if slices.Contains(args, bad) {
+			t.Errorf("nvcc args contain %s", bad)
+		}
+	}
+}
+
+func TestToleranceFor(t *testing.T) {
+	fp16, bf16 := ToleranceFor("fp16"), ToleranceFor("bf16")
+	if fp16.MaxAbs <= 0 || fp16.MaxAbs > 2e-3 || fp16.Atol >= fp16.MaxAbs {
+		t.Errorf("fp16 tolerance %+v", fp16)
+	}
+	if bf16.MaxAbs != 8*fp16.MaxAbs || bf16.RelL2 <= fp16.RelL2 {
+		t.Errorf("bf16 tolerance %+v is not 8x fp16 %+v", bf16, fp16)
+	}
+}
