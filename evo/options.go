@@ -1,0 +1,112 @@
+package evo
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The strategies a Search can run, by name.
+const (
+	// StrategyEvo is the evolutionary search: population, tournament
+	// selection, uniform crossover, two-layer adaptive mutation, elites.
+	StrategyEvo = "evo"
+	// StrategyRandom samples valid configs uniformly without replacement.
+	StrategyRandom = "random"
+	// StrategyExhaustive visits every valid config once, in the space's
+	// Enumerate order (fixed, so the seed plays no part).
+	StrategyExhaustive = "exhaustive"
+)
+
+// Strategies returns the valid strategy names, sorted.
+func Strategies() []string {
+	return []string{StrategyEvo, StrategyExhaustive, StrategyRandom}
+}
+
+// Options configure a Search. Start from DefaultOptions and change what is
+// needed.
+type Options struct {
+	// Strategy is one of Strategies().
+	Strategy string
+	// Seed seeds the search's random source (a PCG).
+	Seed uint64
+	// Population is the number of configs proposed in each generation, for
+	// every strategy, and the evo population's size.
+	Population int
+	// Elites is how many of the best OK results the search keeps (K); the
+	// elites are always carried into the next generation.
+	Elites int
+	// Tournament is the number of population members drawn (with
+	// replacement) to pick each parent; the best of them wins.
+	Tournament int
+	// CrossoverRate is the probability that a child is made by uniform
+	// crossover of two parents before it is mutated.
+	CrossoverRate float64
+	// Stagnation is the number of generations without a new best after
+	// which a quarter of the next batch is fresh random configs (evo only).
+	Stagnation int
+	// Parallel is how many candidates are evaluated at once.
+	Parallel int
+	// MaxEvals bounds the evaluations that really ran (store hits do not
+	// count); 0 means no bound.
+	MaxEvals int
+	// MaxTime bounds the elapsed time of the search, as told by Clock and
+	// summed over resumed runs; 0 means no bound. It is checked at
+	// generation boundaries, and a generation near the end is shortened to
+	// what the time left is expected to allow, so a run ends within about
+	// one round of Parallel evaluations after the limit.
+	MaxTime time.Duration
+	// Clock tells the time; nil means WallClock.
+	Clock Clock
+	// OnProgress, when set, is called after each result arrives, one call
+	// at a time.
+	OnProgress func(Progress)
+	// OnGeneration, when set, is called after each generation is absorbed,
+	// with its results in proposal order.
+	OnGeneration func(Generation)
+}
+
+// DefaultOptions returns the default options: the evo strategy with a
+// population of 24, 8 elites, tournaments of 3, crossover rate 0.5, fresh
+// configs after 4 stagnant generations, one evaluation at a time and no
+// budget.
+func DefaultOptions() Options {
+	return Options{
+		Strategy:      StrategyEvo,
+		Seed:          1,
+		Population:    24,
+		Elites:        8,
+		Tournament:    3,
+		CrossoverRate: 0.5,
+		Stagnation:    4,
+		Parallel:      1,
+	}
+}
+
+// validate reports the first option that is out of range.
+func (o Options) validate() error {
+	if !slices.Contains(Strategies(), o.Strategy) {
+		return fmt.Errorf("unknown strategy %q (valid: %s)", o.Strategy, strings.Join(Strategies(), ", "))
+	}
+	switch {
+	case o.Population < 1:
+		return fmt.Errorf("population must be at least 1, got %d", o.Population)
+	case o.Elites < 1 || o.Elites > o.Population:
+		return fmt.Errorf("elites must be in [1, population=%d], got %d", o.Population, o.Elites)
+	case o.Tournament < 1:
+		return fmt.Errorf("tournament size must be at least 1, got %d", o.Tournament)
+	case math.IsNaN(o.CrossoverRate) || o.CrossoverRate < 0 || o.CrossoverRate > 1:
+		return fmt.Errorf("crossover rate must be in [0, 1], got %v", o.CrossoverRate)
+	case o.Stagnation < 1:
+		return fmt.Errorf("stagnation must be at least 1 generation, got %d", o.Stagnation)
+	case o.Parallel < 1:
+		return fmt.Errorf("parallel must be at least 1, got %d", o.Parallel)
+	case o.MaxEvals < 0:
+		return fmt.Errorf("max evals must not be negative, got %d", o.MaxEvals)
+	case o.MaxTime < 0:
+		return fmt.Errorf("max time must not be negative, got %v", o.MaxTime)
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package evo
+
+import (
+	"math"
+
+	"evotune/space"
+)
+
+// Bounds on the retries that keep proposals new: past them the search takes
+// a uniform sample, then an exact pick among the unseen valid configs, and
+// if there is none the space is exhausted. No loop can spin.
+const (
+	childTries  = 16
+	sampleTries = 32
+)
+
+// propose fills the state's batch for the next generation, drawing only from
+// the search's random source, so that the batch is a function of the state.
+// A config is proposed at most once per run. Configs the store already
+// holds are marked Known and cost nothing; the others are limited by what is
+// left of the budget.
+func (s *Search) propose() {
+	n := s.st.Params.Population
+	budget := s.evalCap()
+	inject := 0
+	if s.st.Strategy == StrategyEvo && s.st.Stagnant >= s.st.Params.Stagnation {
+		// Fresh configs pull a converged population out of its basin
+		// without discarding the elites, which the population keeps.
+		inject = (n + 3) / 4
+		s.st.Stagnant = 0
+	}
+	var batch []proposal
+	counted := 0
+	for len(batch) < n && counted < budget {
+		p, ok := s.next(len(batch) < inject)
+		if !ok {
+			s.st.Exhausted = true
+			break
+		}
+		h := p.Config.Hash()
+		s.seen[h] = true
+		s.st.Seen = append(s.st.Seen, h)
+		if _, hit := s.store.Lookup(p.Config.Key()); hit {
+			p.Known = true
+		} else {
+			counted++
+		}
+		batch = append(batch, p)
+	}
+	s.st.Batch = batch
+}
+
+// evalCap is how many evaluations the next batch may spend: what is left of
+// MaxEvals, and of MaxTime at the mean elapsed time per evaluation so far
+// (at least one round of Parallel, so that the time budget is met or
+// passed rather than approached forever).
+func (s *Search) evalCap() int {
+	c := math.MaxInt
+	if s.opts.MaxEvals > 0 {
+		c = s.opts.MaxEvals - s.st.Evals
+	}
+	if s.opts.MaxTime > 0 && s.st.Evals > 0 && s.st.ElapsedNS > 0 {
+		per := float64(s.st.ElapsedNS) / float64(s.st.Evals)
+		left := float64(int64(s.opts.MaxTime) - s.st.ElapsedNS)
+		c = min(c, max(int(math.Ceil(left/per)), s.opts.Parallel))
+	}
+	return c
+}
+
+// next proposes one config that this run has not seen, by the strategy;
+// fresh asks the evo strategy for a random sample instead of a child. It
+// reports false when no unseen valid config is left.
+func (s *Search) next(fresh bool) (proposal, bool) {
+	switch s.st.Strategy {
+	case StrategyRandom:
+		return s.sample(originRandom)
+	case StrategyExhaustive:
+		return s.enumerated()
+	}
+	if fresh {
+		return s.sample(originInject)
+	}
+	if len(s.pop) == 0 {
+		// Nothing to breed from yet (the first generation, or every
+		// config so far failed): start from the hand-picked default.
+		d := s.space.Default()
+		if !s.seen[d.Hash()] && s.space.Check(d) == nil {
+			return proposal{Config: d, Origin: originDefault}, true
+		}
+		return s.sample(originRandom)
+	}
+	return s.child()
+}
+
+// sample draws a uniform valid config not seen in this run.
+func (s *Search) sample(origin string) (proposal, bool) {
+	for range sampleTries {
+		c := s.space.Sample(s.rng)
+		if !s.seen[c.Hash()] {
+			return proposal{Config: c, Origin: origin}, true
+		}
+	}
+	// Rejection sampling is slow once most of the space is seen; pick
+	// uniformly among what is left instead.
+	var unseen []space.Config
+	for _, c := range s.validConfigs() {
+		if !s.seen[c.Hash()] {
+			unseen = append(unseen, c)
+		}
+	}
+	if len(unseen) == 0 {
+		return proposal{}, false
+	}
+	return proposal{Config: unseen[s.rng.IntN(len(unseen))].Clone(), Origin: origin}, true
+}
+
+// enumerated returns the next unseen config in Enumerate order.
+func (s *Search) enumerated() (proposal, bool) {
+	valid := s.validConfigs()
+	for s.st.Cursor < len(valid) {
+		c := valid[s.st.Cursor]
+		s.st.Cursor++
+		if !s.seen[c.Hash()] {
+			return proposal{Config: c.Clone(), Origin: originEnumerate}, true
+		}
+	}
+	return proposal{}, false
+}
+
+// validConfigs lists the space's valid configs in Enumerate order, once.
+func (s *Search) validConfigs() []space.Config {
+	if s.valid == nil {
+		s.valid = []space.Config{}
+		s.space.Enumerate(func(c space.Config) bool {
+			s.valid = append(s.valid, c.Clone())
+			return true
+		})
+	}
+	return s.valid
+}
+
+// child breeds an unseen config from the population: tournament parents,
+// uniform crossover at CrossoverRate, then a mutation whose layer is macro
+// with probability MacroShare (the other layer if that one cannot change).
+// The proposal's Parent is the objective of the config the mutation
+// changed, or 0 when that config is a new mix with no objective yet.
+func (s *Search) child() (proposal, bool) {
+	for range childTries {
+		a := s.tournament()
+		c, parent := a.config, a.objective
+		if len(s.pop) > 1 && s.rng.Float64() < s.st.Params.CrossoverRate {
+			b := s.tournament()
+			c = s.space.Crossover(s.rng, a.config, b.config)
+			// The mutation earns its layer credit only against the
+			// config it changed; a new mix of both parents has no
+			// measured objective to compare with.
+			switch c.Key() {
+			case a.key:
+			case b.key:
+				parent = b.objective
+			default:
+				parent = 0
+			}
+		}
+		layer := space.Micro
+		if s.rng.Float64() < s.st.MacroShare {
+			layer = space.Macro
+		}
+		m, ok := s.space.Mutate(s.rng, c, layer)
+		if !ok {
+			layer = 1 - layer
+			m, ok = s.space.Mutate(s.rng, c, layer)
+		}
+		if ok && !s.seen[m.Hash()] {
+			return proposal{Config: m, Origin: layerOrigin(layer), Parent: parent}, true
+		}
+	}
+	return s.sample(originRandom)
+}
+
+// tournament draws Tournament members with replacement and returns the
+// best; the population is sorted, so the best is the lowest index.
+func (s *Search) tournament() member {
+	best := len(s.pop)
+	for range s.st.Params.Tournament {
+		best = min(best, s.rng.IntN(len(s.pop)))
+	}
+	return s.pop[best]
+}

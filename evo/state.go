@@ -1,0 +1,74 @@
+package evo
+
+import "evotune/space"
+
+// stateVersion is bumped when the saved state's meaning changes.
+const stateVersion = 1
+
+// Origins of a proposed config.
+const (
+	originDefault   = "default"   // the space's hand-picked config
+	originRandom    = "random"    // a uniform sample
+	originInject    = "inject"    // a uniform sample injected after stagnation
+	originEnumerate = "enumerate" // the next config in Enumerate order
+	originMacro     = "macro"     // a child whose mutation changed a macro knob
+	originMicro     = "micro"     // a child whose mutation changed a micro knob
+)
+
+// A proposal is one config of a generation's batch.
+type proposal struct {
+	Config space.Config `json:"config"`
+	Origin string       `json:"origin"`
+	// Known is set when the store already held the config when it was
+	// proposed: it is answered from the store and costs no evaluation.
+	// Without it, a store hit while the batch runs is a result recorded by
+	// this batch before a restart, and counts against the budget.
+	Known bool `json:"known,omitempty"`
+	// Parent is the objective of the config that the mutation changed, for
+	// credit assignment; 0 when there is none to compare with.
+	Parent float64 `json:"parent,omitempty"`
+}
+
+// params are the options that shape the search itself; a restored search
+// takes them from its state so that it continues the same search.
+type params struct {
+	Population    int     `json:"population"`
+	Elites        int     `json:"elites"`
+	Tournament    int     `json:"tournament"`
+	CrossoverRate float64 `json:"crossover_rate"`
+	Stagnation    int     `json:"stagnation"`
+}
+
+// state is everything a search needs to continue exactly: it is saved as
+// JSON at every generation boundary and again once a batch is proposed.
+// Evals, StoreHits, ByStatus and ElapsedNS count what was absorbed before
+// the batch; results of the batch are counted again when it is re-run.
+type state struct {
+	Version    int        `json:"version"`
+	Strategy   string     `json:"strategy"`
+	Seed       uint64     `json:"seed"`
+	Params     params     `json:"params"`
+	Generation int        `json:"generation"`
+	RNG        []byte     `json:"rng"` // the PCG source, MarshalBinary
+	Batch      []proposal `json:"batch,omitempty"`
+	// Population and Elites are keys of results in the store, best first.
+	Population []string `json:"population"`
+	Elites     []string `json:"elites"`
+	// Seen holds the hash of every config proposed in this run, in order.
+	Seen      []string             `json:"seen"`
+	Evals     int                  `json:"evals"`
+	StoreHits int                  `json:"store_hits"`
+	ByStatus  map[space.Status]int `json:"by_status"`
+	ElapsedNS int64                `json:"elapsed_ns"`
+	Macro     LayerStats           `json:"macro"`
+	Micro     LayerStats           `json:"micro"`
+	// MacroShare is the probability that a mutation changes a macro knob.
+	MacroShare float64 `json:"macro_share"`
+	// Stagnant counts generations since the best objective last improved.
+	Stagnant int `json:"stagnant"`
+	// Cursor is how many configs of the Enumerate order were proposed
+	// (exhaustive only).
+	Cursor int `json:"cursor"`
+	// Exhausted is set once no unseen valid config is left.
+	Exhausted bool `json:"exhausted,omitempty"`
+}
