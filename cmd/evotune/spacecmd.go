@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"evotune/kernels"
+	"evotune/space"
 )
 
 // spaceOptions are the flags of evotune space.
@@ -36,8 +40,63 @@ func runSpace(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	if _, err := opts.problem.problem("space"); err != nil {
+	prob, err := opts.problem.problem("space")
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("space: not wired to the kernel family yet")
+	sp, err := familySpace("space", prob, opts.Arch)
+	if err != nil {
+		return err
+	}
+	raw, valid := sp.Size()
+	if opts.Count {
+		fmt.Fprintln(c.stdout, valid)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "space of %s on %s\n\n", problemLine(prob), opts.Arch)
+	var rows [][]string
+	for _, k := range sp.Knobs {
+		layer := "macro"
+		if k.Layer == space.Micro {
+			layer = "micro"
+		}
+		values := make([]string, len(k.Values))
+		for i, v := range k.Values {
+			values[i] = v
+			if v == k.Default {
+				values[i] = v + "*"
+			}
+		}
+		rows = append(rows, []string{k.Name, layer, strings.Join(values, " "), k.Macro, k.Doc})
+	}
+	if err := writeTable(c.stdout, "table", []string{"knob", "layer", "values (* default)", "macro", "what it does"}, rows); err != nil {
+		return err
+	}
+	var defines []string
+	for _, d := range sp.Defines {
+		defines = append(defines, "-D"+d.Macro+"="+d.Value)
+	}
+	var constraints []string
+	for _, con := range sp.Constraints {
+		constraints = append(constraints, con.Name)
+	}
+	fmt.Fprintf(c.stdout, "\nfixed defines: %s\n", strings.Join(defines, " "))
+	fmt.Fprintf(c.stdout, "constraints, in order: %s\n", strings.Join(constraints, ", "))
+	fmt.Fprintf(c.stdout, "size: %d raw configurations, %d valid\n", raw, valid)
+	return nil
+}
+
+// familySpace returns the kernel family's space for prob on arch, with the
+// architecture's default limits. A bad architecture is a usage error of cmd
+// naming --arch.
+func familySpace(cmd string, prob space.Problem, arch string) (*space.Space, error) {
+	t, err := kernels.TargetFor(arch)
+	if err != nil {
+		return nil, usagef(cmd, "--arch: %v", err)
+	}
+	sp, err := kernels.SDPASpace(prob, t)
+	if err != nil {
+		return nil, usagef(cmd, "--shape: %v", err)
+	}
+	return sp, nil
 }

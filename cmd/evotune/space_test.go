@@ -1,0 +1,82 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSpaceGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"space.txt", []string{"space"}},
+		{"space-bf16-d128-sm90.txt", []string{"space", "--shape", "2x8x1024x128", "--dtype", "bf16", "--causal", "--arch", "sm_90"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, tc.args...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			golden(t, tc.name, stdout)
+		})
+	}
+}
+
+// TestSpaceCount checks that --count prints one integer, the valid size
+// that the full listing reports.
+func TestSpaceCount(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "space", "--count")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(stdout, "\n"))
+	if err != nil || n <= 0 || strings.Count(stdout, "\n") != 1 {
+		t.Fatalf("space --count printed %q, want one positive integer", stdout)
+	}
+	full, _, _ := runCLI(t, "space")
+	if want := ", " + strconv.Itoa(n) + " valid\n"; !strings.HasSuffix(full, want) {
+		t.Errorf("space listing does not end with %q", want)
+	}
+}
+
+func TestSpaceErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"space", "--arch", "sm_70"}, `evotune: space: --arch: architecture "sm_70": want one of sm_80, sm_86, sm_89, sm_90` + "\n"},
+		{[]string{"space", "--shape", "1x8x512x96"}, "evotune: space: --shape: sdpa space: head dimension 96: want 64 or 128\n"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, stderr, code := runCLI(t, tc.args...)
+			if code != exitUsage || stderr != tc.want {
+				t.Errorf("exit %d, stderr %q; want exit %d, %q", code, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
+func TestHuman(t *testing.T) {
+	cases := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{800 * time.Millisecond, "800ms"},
+		{time.Second, "1s"},
+		{4*time.Minute + 10*time.Second, "4m10s"},
+		{6 * time.Minute, "6m"},
+		{2*time.Hour + 5*time.Minute + 40*time.Second, "2h6m"},
+		{8 * time.Hour, "8h"},
+	}
+	for _, tc := range cases {
+		if got := human(tc.d); got != tc.want {
+			t.Errorf("human(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
