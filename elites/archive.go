@@ -1,0 +1,596 @@
+// Package elites owns the archive: the directory where a search keeps what it
+// has learned so that it survives anything. It holds the append-only,
+// fsync'd result log, the search state for exact resume, the archive's
+// identity (problem and environment) that keeps results of different
+// provenance apart, the top-K elites, and merging of archives. It computes
+// nothing about kernels.
+package elites
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"evotune/space"
+)
+
+// The files of an archive directory.
+const (
+	metaName  = "meta.json"     // identity, written once
+	logName   = "results.jsonl" // one result a line, append-only
+	stateName = "state.json"    // search state, replaced atomically
+	lockName  = "lock"          // flock'd by the process that writes
+	tmpSuffix = ".tmp"          // a replacement being written
+)
+
+// metaFormat is the version of the archive layout that this code writes.
+const metaFormat = 1
+
+// ErrDuplicate is returned (wrapped) by Record for a key that the archive
+// already holds: a config is evaluated once.
+var ErrDuplicate = errors.New("key already recorded")
+
+// mode says what an open archive may do.
+type mode int
+
+const (
+	writable mode = iota // locked, identity checked
+	readOnly             // a view for show, report, export: no lock
+	seedOnly             // another problem's archive: its configs only
+)
+
+// appendFile is what appending to the log needs of an *os.File; a test puts
+// a failing one in its place.
+type appendFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// tempFile is what an atomic replacement needs of an *os.File.
+type tempFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+// An Archive is an open archive directory. Its methods are safe for
+// concurrent use. It satisfies the search's Store: Lookup, Record and
+// SaveState.
+type Archive struct {
+	dir  string
+	meta Meta
+	mode mode
+	lock *os.File // held while writable
+
+	// createTemp opens the temporary file of an atomic replacement.
+	createTemp func(path string) (tempFile, error)
+
+	mu      sync.Mutex
+	log     appendFile // nil unless writable
+	size    int64      // length of the log's whole lines: where the next append starts
+	nextSeq int
+	results []space.Result
+	byKey   map[string]int // key → index in results
+	skipped []LoadWarning
+	broken  error // set when a failed append could not be undone
+	closed  bool
+}
+
+// OpenOptions modify Open.
+type OpenOptions struct {
+	// Seed opens an archive made for another problem or environment (of the
+	// same kernel family), read-only, to start a new search from its configs:
+	// Seeds offers them; Lookup answers nothing, since its timings do not
+	// hold for this run.
+	Seed bool
+}
+
+// Exists reports whether dir holds an archive.
+func Exists(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, metaName))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("looking for an archive in %s: %w", dir, err)
+	}
+	return true, nil
+}
+
+// Create makes a new archive in dir (created if missing) with identity meta,
+// and opens it for writing. It refuses a directory that is already an
+// archive, and a non-empty one that is not.
+func Create(dir string, meta Meta) (*Archive, error) {
+	if err := meta.Problem.Validate(); err != nil {
+		return nil, fmt.Errorf("creating archive %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating archive: %w", err)
+	}
+	if err := checkEmpty(dir); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Another process may have created the archive before we held the lock.
+	if err := checkEmpty(dir); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if meta.Created.IsZero() {
+		meta.Created = time.Now().UTC()
+	}
+	a := newArchive(dir, meta, writable)
+	a.lock = lock
+	data, err := json.MarshalIndent(metaFile{Format: metaFormat, Meta: meta}, "", "  ")
+	if err == nil {
+		err = a.replace(metaName, append(data, '\n'))
+	}
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("creating archive %s: %w", dir, err)
+	}
+	if err := a.openLog(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkEmpty refuses a directory that holds an archive or anything but what
+// an interrupted Create leaves behind (the lock, a temporary file).
+func checkEmpty(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("creating archive: %w", err)
+	}
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == metaName:
+			return fmt.Errorf("creating archive: %s is already an archive (open it to resume)", dir)
+		case name == lockName || strings.HasSuffix(name, tmpSuffix):
+		default:
+			return fmt.Errorf("creating archive: directory %s is not empty and is not an archive (it holds %q)", dir, name)
+		}
+	}
+	return nil
+}
+
+// Open opens the archive in dir for writing, checking that it was made for
+// the problem and environment in want (family, kernel source hash, shapes and
+// weights, dtype, causal, GPU, arch, nvcc version); a difference is a
+// *MismatchError naming every field. With opts.Seed it opens an archive of
+// another problem read-only instead, refusing only another kernel family.
+// A torn last line left by a killed process is cut off, so the next append
+// starts on a clean line; other damaged lines are skipped (see Skipped).
+func Open(dir string, want Meta, opts OpenOptions) (*Archive, error) {
+	if opts.Seed {
+		a, err := load(dir, seedOnly)
+		if err != nil {
+			return nil, err
+		}
+		if a.meta.Problem.Family != want.Problem.Family {
+			return nil, fmt.Errorf("seeding from archive %s: it was made for family %s, this run is %s: configs do not carry across families",
+				dir, orNone(a.meta.Problem.Family), orNone(want.Problem.Family))
+		}
+		return a, nil
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := readMeta(dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if diffs := identityDiffs(meta, want); len(diffs) > 0 {
+		lock.Close()
+		return nil, &MismatchError{Dir: dir, Diffs: diffs, Hint: "use --seed-from to start a new search from it"}
+	}
+	a := newArchive(dir, meta, writable)
+	a.lock = lock
+	if err := a.openLog(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Read opens the archive in dir read-only, whatever it was made for, for
+// show, report and export. It takes no lock, so it may read an archive that a
+// search is writing; a torn last line is skipped, not cut off.
+func Read(dir string) (*Archive, error) {
+	return load(dir, readOnly)
+}
+
+func load(dir string, m mode) (*Archive, error) {
+	meta, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	a := newArchive(dir, meta, m)
+	f, err := os.Open(filepath.Join(dir, logName))
+	if errors.Is(err, os.ErrNotExist) {
+		return a, nil // created, nothing recorded yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading archive: %w", err)
+	}
+	defer f.Close()
+	a.adopt(readLog(f))
+	return a, nil
+}
+
+func newArchive(dir string, meta Meta, m mode) *Archive {
+	return &Archive{
+		dir:        dir,
+		meta:       meta,
+		mode:       m,
+		createTemp: createTemp,
+		nextSeq:    1,
+		byKey:      make(map[string]int),
+	}
+}
+
+// metaFile is the content of meta.json.
+type metaFile struct {
+	Format int `json:"format"`
+	Meta
+}
+
+func readMeta(dir string) (Meta, error) {
+	path := filepath.Join(dir, metaName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Meta{}, fmt.Errorf("%s is not an archive: it has no %s", dir, metaName)
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("reading archive identity: %w", err)
+	}
+	var mf metaFile
+	if err := json.Unmarshal(data, &mf); err != nil {
+		return Meta{}, fmt.Errorf("reading archive identity %s: %w", path, err)
+	}
+	if mf.Format != metaFormat {
+		return Meta{}, fmt.Errorf("reading archive identity %s: format %d, this evotune reads format %d", path, mf.Format, metaFormat)
+	}
+	return mf.Meta, nil
+}
+
+// openLog opens (creating it if missing) and loads the log for appending,
+// cutting off a torn last line.
+func (a *Archive) openLog() error {
+	path := filepath.Join(a.dir, logName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening archive log: %w", err)
+	}
+	l := readLog(f)
+	if fi, err := f.Stat(); err != nil {
+		f.Close()
+		return fmt.Errorf("opening archive log: %w", err)
+	} else if fi.Size() > l.clean {
+		if err := f.Truncate(l.clean); err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("cutting the torn last line off %s at byte %d: %w", path, l.clean, err)
+		}
+	}
+	if err := syncDir(a.dir); err != nil {
+		f.Close()
+		return err
+	}
+	a.log = f
+	a.adopt(l)
+	return nil
+}
+
+// adopt takes in a loaded log.
+func (a *Archive) adopt(l loadedLog) {
+	a.results = l.results
+	a.skipped = l.warnings
+	a.size = l.clean
+	for i, r := range l.results {
+		a.byKey[r.Key] = i
+		a.nextSeq = max(a.nextSeq, r.Seq+1)
+	}
+}
+
+// Dir returns the archive's directory.
+func (a *Archive) Dir() string { return a.dir }
+
+// Meta returns the archive's identity.
+func (a *Archive) Meta() Meta { return a.meta }
+
+// Skipped returns the log lines that were skipped on load, and why.
+func (a *Archive) Skipped() []LoadWarning { return slices.Clone(a.skipped) }
+
+// Lookup returns the recorded result for a config key. A seed archive
+// answers nothing: its results were measured for another problem.
+func (a *Archive) Lookup(key string) (space.Result, bool) {
+	if a.mode == seedOnly {
+		return space.Result{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i, ok := a.byKey[key]
+	if !ok {
+		return space.Result{}, false
+	}
+	return a.results[i], true
+}
+
+// Record appends r to the log durably (one write of the whole line, then
+// fsync), numbering it with the next Seq. It refuses a result with no key, a
+// key already recorded (ErrDuplicate), and a result whose problem or
+// environment differs from the archive's. A failed write or fsync is undone
+// by cutting the log back to its last whole line, so the log stays readable
+// and the result counts as not recorded.
+func (a *Archive) Record(r space.Result) error {
+	if r.Key == "" {
+		return fmt.Errorf("archive %s: recording a result with no key", a.dir)
+	}
+	if err := a.checkProvenance(r); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.writableLocked(); err != nil {
+		return fmt.Errorf("recording result %s: %w", r.Key, err)
+	}
+	if i, dup := a.byKey[r.Key]; dup {
+		return fmt.Errorf("archive %s: recording result %s: %w as seq %d", a.dir, r.Key, ErrDuplicate, a.results[i].Seq)
+	}
+	r.Seq = a.nextSeq
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("archive %s: encoding result %s: %w", a.dir, r.Key, err)
+	}
+	line = append(line, '\n')
+	if err := a.appendLocked(line); err != nil {
+		return fmt.Errorf("archive %s: appending result %s (seq %d) to %s: %w", a.dir, r.Key, r.Seq, logName, err)
+	}
+	a.byKey[r.Key] = len(a.results)
+	a.results = append(a.results, r)
+	a.nextSeq++
+	return nil
+}
+
+// appendLocked writes line at the end of the log and syncs it, or leaves the
+// log as it was.
+func (a *Archive) appendLocked(line []byte) error {
+	n, err := a.log.Write(line)
+	if err == nil && n < len(line) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = a.log.Sync()
+	}
+	if err == nil {
+		a.size += int64(len(line))
+		return nil
+	}
+	// Part of the line may be in the file: cut it off, or the next append
+	// would be glued to it and both records lost.
+	if terr := a.log.Truncate(a.size); terr != nil {
+		a.broken = fmt.Errorf("a failed append could not be undone (%v); reopen the archive to repair it", terr)
+		return fmt.Errorf("%w; undoing it: %v", err, terr)
+	}
+	if serr := a.log.Sync(); serr != nil {
+		a.broken = fmt.Errorf("a failed append could not be undone (%v); reopen the archive to repair it", serr)
+		return fmt.Errorf("%w; undoing it: %v", err, serr)
+	}
+	return err
+}
+
+func (a *Archive) writableLocked() error {
+	switch {
+	case a.closed:
+		return fmt.Errorf("archive %s is closed", a.dir)
+	case a.mode != writable:
+		return fmt.Errorf("archive %s is open read-only", a.dir)
+	case a.broken != nil:
+		return fmt.Errorf("archive %s: %w", a.dir, a.broken)
+	}
+	return nil
+}
+
+// checkProvenance refuses a result measured for another problem or in
+// another environment than the archive's; fields the result leaves empty
+// (a config refused before any compile has no GPU) are not compared.
+func (a *Archive) checkProvenance(r space.Result) error {
+	got := a.meta
+	if r.Problem != nil {
+		got.Problem = *r.Problem
+	}
+	got.SourceHash = cmp.Or(r.Env.SourceHash, got.SourceHash)
+	got.GPU = cmp.Or(r.Env.GPU, got.GPU)
+	got.Arch = cmp.Or(r.Env.Arch, got.Arch)
+	got.NVCC = cmp.Or(r.Env.NVCC, got.NVCC)
+	diffs := identityDiffs(a.meta, got)
+	if len(diffs) == 0 {
+		return nil
+	}
+	parts := make([]string, len(diffs))
+	for i, d := range diffs {
+		parts[i] = fmt.Sprintf("its %s is %s, the archive's is %s", d.Field, d.Run, d.Archive)
+	}
+	return fmt.Errorf("archive %s: refusing result %s: %s", a.dir, r.Key, strings.Join(parts, "; "))
+}
+
+// SaveState replaces the search state durably: a temporary file, fsync,
+// rename over state.json, fsync of the directory. A crash at any point
+// leaves the old state or the new one, never a mix.
+func (a *Archive) SaveState(state []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.writableLocked(); err != nil {
+		return fmt.Errorf("saving search state: %w", err)
+	}
+	if err := a.replace(stateName, state); err != nil {
+		return fmt.Errorf("archive %s: saving search state: %w", a.dir, err)
+	}
+	return nil
+}
+
+// State returns the saved search state, or nil if none was saved.
+func (a *Archive) State() ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(a.dir, stateName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading search state: %w", err)
+	}
+	return data, nil
+}
+
+// replace writes data to dir/name atomically.
+func (a *Archive) replace(name string, data []byte) error {
+	path := filepath.Join(a.dir, name)
+	tmp := path + tmpSuffix
+	f, err := a.createTemp(tmp)
+	if err != nil {
+		return err
+	}
+	n, err := f.Write(data)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return syncDir(a.dir)
+}
+
+func createTemp(path string) (tempFile, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+}
+
+// syncDir makes the directory's entries (a rename, a new file) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing archive directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing archive directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Results returns every result in log order.
+func (a *Archive) Results() []space.Result {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.results)
+}
+
+// Top returns the k best results that passed every gate, by objective
+// (lower is better), ties broken by Seq (the earlier wins).
+func (a *Archive) Top(k int) []space.Result {
+	var ok []space.Result
+	for _, r := range a.Results() {
+		if r.OK() {
+			ok = append(ok, r)
+		}
+	}
+	slices.SortFunc(ok, func(x, y space.Result) int {
+		return cmp.Or(cmp.Compare(x.Objective, y.Objective), cmp.Compare(x.Seq, y.Seq))
+	})
+	return ok[:min(max(k, 0), len(ok))]
+}
+
+// Best returns the best result that passed every gate, if any did.
+func (a *Archive) Best() (space.Result, bool) {
+	top := a.Top(1)
+	if len(top) == 0 {
+		return space.Result{}, false
+	}
+	return top[0], true
+}
+
+// Seeds returns the configs of the k best results, best first, to start a
+// new search from; their measurements are not carried over.
+func (a *Archive) Seeds(k int) []space.Config {
+	top := a.Top(k)
+	configs := make([]space.Config, len(top))
+	for i, r := range top {
+		configs[i] = r.Config
+	}
+	return configs
+}
+
+// Close closes the log and releases the lock. Closing twice is harmless.
+func (a *Archive) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	var errs []error
+	if a.log != nil {
+		errs = append(errs, a.log.Close())
+	}
+	if a.lock != nil {
+		errs = append(errs, a.lock.Close()) // closing drops the flock
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing archive %s: %w", a.dir, err)
+	}
+	return nil
+}
+
+// Merge records into dst every result of the archive in src whose key dst
+// does not hold yet, each with a new Seq, and returns how many it added. The
+// two archives must have the same identity (a *MismatchError otherwise);
+// src's damaged lines are skipped as on any load.
+func Merge(dst *Archive, src string) (added int, err error) {
+	s, err := Read(src)
+	if err != nil {
+		return 0, fmt.Errorf("merging: %w", err)
+	}
+	if diffs := identityDiffs(dst.meta, s.meta); len(diffs) > 0 {
+		return 0, &MismatchError{Dir: src, Diffs: diffs, Hint: "only archives of the same problem and environment merge"}
+	}
+	for _, r := range s.Results() {
+		if _, ok := dst.Lookup(r.Key); ok {
+			continue
+		}
+		if err := dst.Record(r); err != nil {
+			return added, fmt.Errorf("merging %s: %w", src, err)
+		}
+		added++
+	}
+	return added, nil
+}

@@ -1,0 +1,95 @@
+package elites
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"evotune/space"
+)
+
+// A LoadWarning describes a line of a result log that was skipped on load.
+type LoadWarning struct {
+	Line   int    // 1-based line number
+	Offset int64  // byte offset of the line's first byte
+	Reason string // why it was skipped
+}
+
+func (w LoadWarning) String() string {
+	return fmt.Sprintf("line %d (byte %d): %s", w.Line, w.Offset, w.Reason)
+}
+
+// ReadLog reads a result log: one JSON result a line. It keeps every good
+// line and skips, with a warning, lines that are not a result, results with
+// no key, later duplicates of a key, and a last line with no newline (a write
+// that was cut short: a record exists only once its newline is written). It
+// never panics and stops at the first read error, reported as a warning.
+func ReadLog(r io.Reader) ([]space.Result, []LoadWarning) {
+	l := readLog(r)
+	return l.results, l.warnings
+}
+
+// loadedLog is what readLog found.
+type loadedLog struct {
+	results  []space.Result
+	warnings []LoadWarning
+	// clean is the length of the prefix made of whole lines: where the next
+	// append must start.
+	clean int64
+}
+
+func readLog(r io.Reader) loadedLog {
+	var l loadedLog
+	seen := make(map[string]int) // key → line of its first record
+	br := bufio.NewReader(r)
+	for line := 1; ; line++ {
+		text, err := br.ReadBytes('\n')
+		offset := l.clean
+		if err != nil {
+			if len(text) > 0 {
+				l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset,
+					Reason: fmt.Sprintf("torn last line (%d bytes, no newline): dropped", len(text))})
+			}
+			if !errors.Is(err, io.EOF) {
+				l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset + int64(len(text)),
+					Reason: fmt.Sprintf("reading stopped: %v", err)})
+			}
+			return l
+		}
+		l.clean += int64(len(text))
+		res, reason := parseLine(text)
+		if reason == "" {
+			if first, dup := seen[res.Key]; dup {
+				reason = fmt.Sprintf("key %q already recorded on line %d: kept the first", res.Key, first)
+			} else {
+				seen[res.Key] = line
+				l.results = append(l.results, res)
+				continue
+			}
+		}
+		l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset, Reason: reason})
+	}
+}
+
+// parseLine decodes one line (newline included); a non-empty reason says why
+// it is not a result.
+func parseLine(text []byte) (space.Result, string) {
+	text = bytes.TrimSpace(text)
+	if len(text) == 0 {
+		return space.Result{}, "empty line"
+	}
+	if text[0] != '{' {
+		return space.Result{}, "not a JSON object"
+	}
+	var res space.Result
+	if err := json.Unmarshal(text, &res); err != nil {
+		return space.Result{}, fmt.Sprintf("not a result: %v", err)
+	}
+	if res.Key == "" {
+		return space.Result{}, "result has no key"
+	}
+	return res, ""
+}
