@@ -323,8 +323,9 @@ func SDPAPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 		}
 		grid = min(tiles, int64(t.SMs)*int64(g.minBlocks))
 	}
-	if grid > maxGridX {
-		return Plan{}, fmt.Errorf("sdpa plan: shape %s needs %d CTAs, more than the grid allows", s, grid)
+	if tiles > maxGridX {
+		// The kernel numbers tiles with 32-bit ints, persistent or not.
+		return Plan{}, fmt.Errorf("sdpa plan: shape %s has %d tiles, more than the grid allows", s, tiles)
 	}
 	p := Plan{Launches: []Launch{{
 		Kernel:      SDPAForwardKernel,
