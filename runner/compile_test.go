@@ -169,8 +169,8 @@ func TestCompilePoolCancelKillsGroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for range 100 {
-			if _, err := os.Stat(filepath.Join(dir, "child.pid")); err == nil {
-				break
+			if b, _ := os.ReadFile(filepath.Join(dir, "child.pid")); strings.HasSuffix(string(b), "\n") {
+				break // the child is running and its pid is whole
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
