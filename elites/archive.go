@@ -279,6 +279,10 @@ func (a *Archive) openLog() error {
 		return fmt.Errorf("opening archive log: %w", err)
 	}
 	l := readLog(f)
+	if l.err != nil {
+		f.Close()
+		return fmt.Errorf("reading archive log %s: %w", path, l.err)
+	}
 	if fi, err := f.Stat(); err != nil {
 		f.Close()
 		return fmt.Errorf("opening archive log: %w", err)
@@ -508,7 +512,9 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Results returns every result in log order.
+// Results returns every result in log order. Results share their configs
+// and slices with the archive: treat them as read-only, as those of Lookup
+// and Top.
 func (a *Archive) Results() []space.Result {
 	a.mu.Lock()
 	defer a.mu.Unlock()

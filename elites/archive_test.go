@@ -335,6 +335,10 @@ func TestLockInProcess(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), wantMsg) {
 		t.Fatalf("second Open: %v, want an error containing %q", err, wantMsg)
 	}
+	// The refused Open closed its own lock file: that must not drop a's lock.
+	if _, err := elites.Open(dir, testMeta(), elites.OpenOptions{}); err == nil {
+		t.Fatalf("third Open succeeded while the archive is held")
+	}
 	// Readers need no lock.
 	r, err := elites.Read(dir)
 	if err != nil {

@@ -2,12 +2,14 @@ package elites
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"evotune/space"
@@ -204,5 +206,20 @@ func TestSaveStateDiskError(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(a.dir, stateName+tmpSuffix)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("temporary state file left behind: %v", err)
+	}
+}
+
+// TestReadErrorIsNotTorn: a log whose reading fails part-way must not be
+// taken for one with a torn end, or opening it would cut off the records
+// that could not be read.
+func TestReadErrorIsNotTorn(t *testing.T) {
+	boom := errors.New("input/output error")
+	l := readLog(io.MultiReader(strings.NewReader("{\"key\":\"a\"}\n{\"ke"), iotest.ErrReader(boom)))
+	if !errors.Is(l.err, boom) || l.clean != 12 {
+		t.Errorf("readLog: err %v clean %d; want %v at 12", l.err, l.clean, boom)
+	}
+	l = readLog(strings.NewReader("{\"key\":\"a\"}\n{\"ke"))
+	if l.err != nil || l.clean != 12 {
+		t.Errorf("readLog of a torn log: err %v clean %d; want nil at 12", l.err, l.clean)
 	}
 }

@@ -39,6 +39,9 @@ type loadedLog struct {
 	// clean is the length of the prefix made of whole lines: where the next
 	// append must start.
 	clean int64
+	// err is the read error that stopped the reading early, if any: then
+	// the bytes after clean were never seen and must not be cut off.
+	err error
 }
 
 func readLog(r io.Reader) loadedLog {
@@ -54,6 +57,7 @@ func readLog(r io.Reader) loadedLog {
 					Reason: fmt.Sprintf("torn last line (%d bytes, no newline): dropped", len(text))})
 			}
 			if !errors.Is(err, io.EOF) {
+				l.err = err
 				l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset + int64(len(text)),
 					Reason: fmt.Sprintf("reading stopped: %v", err)})
 			}
