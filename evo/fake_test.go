@@ -208,7 +208,7 @@ func eliteKeys(sum Summary) []string {
 }
 
 // mustNew returns a new search or fails the test.
-func mustNew(t *testing.T, sp *space.Space, ev Evaluator, st Store, opts Options) *Search {
+func mustNew(t testing.TB, sp *space.Space, ev Evaluator, st Store, opts Options) *Search {
 	t.Helper()
 	s, err := New(sp, ev, st, opts)
 	if err != nil {
@@ -218,7 +218,7 @@ func mustNew(t *testing.T, sp *space.Space, ev Evaluator, st Store, opts Options
 }
 
 // mustRun runs s to its end or fails the test.
-func mustRun(t *testing.T, ctx context.Context, s *Search) Summary {
+func mustRun(t testing.TB, ctx context.Context, s *Search) Summary {
 	t.Helper()
 	sum, err := s.Run(ctx)
 	if err != nil {

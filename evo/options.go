@@ -85,18 +85,25 @@ func DefaultOptions() Options {
 	}
 }
 
+// Upper bounds that keep a search's work per generation sane whatever the
+// options (or a saved state) say.
+const (
+	maxPopulation = 1 << 16
+	maxTournament = 64
+)
+
 // validate reports the first option that is out of range.
 func (o Options) validate() error {
 	if !slices.Contains(Strategies(), o.Strategy) {
 		return fmt.Errorf("unknown strategy %q (valid: %s)", o.Strategy, strings.Join(Strategies(), ", "))
 	}
 	switch {
-	case o.Population < 1:
-		return fmt.Errorf("population must be at least 1, got %d", o.Population)
+	case o.Population < 1 || o.Population > maxPopulation:
+		return fmt.Errorf("population must be in [1, %d], got %d", maxPopulation, o.Population)
 	case o.Elites < 1 || o.Elites > o.Population:
 		return fmt.Errorf("elites must be in [1, population=%d], got %d", o.Population, o.Elites)
-	case o.Tournament < 1:
-		return fmt.Errorf("tournament size must be at least 1, got %d", o.Tournament)
+	case o.Tournament < 1 || o.Tournament > maxTournament:
+		return fmt.Errorf("tournament size must be in [1, %d], got %d", maxTournament, o.Tournament)
 	case math.IsNaN(o.CrossoverRate) || o.CrossoverRate < 0 || o.CrossoverRate > 1:
 		return fmt.Errorf("crossover rate must be in [0, 1], got %v", o.CrossoverRate)
 	case o.Stagnation < 1:

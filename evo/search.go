@@ -177,10 +177,16 @@ func (s *Search) Restore(data []byte) error {
 	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
 		return fmt.Errorf("restoring search state: random source: %w", err)
 	}
+	inBatch := map[string]bool{}
 	for i, p := range st.Batch {
 		if err := s.space.Check(p.Config); err != nil {
 			return fmt.Errorf("restoring search state: batch config %d: %w", i, err)
 		}
+		key := p.Config.Key()
+		if inBatch[key] {
+			return fmt.Errorf("restoring search state: batch config %d repeats %s", i, key)
+		}
+		inBatch[key] = true
 	}
 	pop := make([]member, 0, len(st.Population))
 	for _, key := range st.Population {
@@ -259,9 +265,14 @@ func (s *Search) Run(ctx context.Context) (Summary, error) {
 			s.cancelled = true
 			return s.summary(StopCancelled), nil
 		}
-		s.absorb(results)
+		gen := s.absorb(results)
 		if err := s.save(); err != nil {
 			return s.summary(""), err
+		}
+		// Reported only once saved: a generation reported is never
+		// replayed by a restored search.
+		if s.opts.OnGeneration != nil {
+			s.opts.OnGeneration(gen)
 		}
 	}
 }
@@ -445,8 +456,9 @@ func eta(evals, maxEvals int, elapsed, maxTime time.Duration) time.Duration {
 }
 
 // absorb takes a generation's results in proposal order: layer credit,
-// elites, stagnation and the next population.
-func (s *Search) absorb(results []space.Result) {
+// elites, stagnation and the next population. It returns the generation's
+// report.
+func (s *Search) absorb(results []space.Result) Generation {
 	before := s.bestResult()
 	var kids []member
 	var trials, successes [2]int // by layer: macro, micro
@@ -482,9 +494,7 @@ func (s *Search) absorb(results []space.Result) {
 	}
 	s.st.Batch = nil
 	s.st.Generation++
-	if s.opts.OnGeneration != nil {
-		s.opts.OnGeneration(gen)
-	}
+	return gen
 }
 
 // offerElite keeps r if it is among the best Elites OK results.

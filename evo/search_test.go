@@ -18,7 +18,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		want   string
 	}{
 		{"unknown strategy", func(o *Options) { o.Strategy = "annealing" }, `unknown strategy "annealing" (valid: evo, exhaustive, random)`},
-		{"population", func(o *Options) { o.Population = 0 }, "population must be at least 1"},
+		{"population", func(o *Options) { o.Population = 0 }, "population must be in [1, 65536]"},
 		{"elites above population", func(o *Options) { o.Elites = 25 }, "elites must be in [1, population=24]"},
 		{"tournament", func(o *Options) { o.Tournament = 0 }, "tournament size"},
 		{"crossover", func(o *Options) { o.CrossoverRate = 1.5 }, "crossover rate must be in [0, 1]"},
