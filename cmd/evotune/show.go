@@ -2,7 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"evotune/elites"
+	"evotune/kernels"
+	"evotune/space"
 )
 
 // showOptions are the flags of evotune show.
@@ -47,5 +55,160 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	case opts.Archive == "":
 		return usagef("show", "--archive must name a directory")
 	}
-	return fmt.Errorf("show: not wired to the archive yet")
+	a, err := elites.Read(opts.Archive)
+	if err != nil {
+		return fmt.Errorf("show --archive: %w", err)
+	}
+	defer a.Close()
+	warnSkipped(c.stderr, a)
+	report := newShowReport(a, opts.Top)
+	if opts.Format == "json" {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return report.write(c.stdout, opts.Format)
+}
+
+// warnSkipped prints, on stderr, the result-log lines that loading skipped:
+// the user should know that a damaged log hides results.
+func warnSkipped(stderr io.Writer, a *elites.Archive) {
+	for _, w := range a.Skipped() {
+		fmt.Fprintf(stderr, "evotune: warning: %s/results.jsonl: skipped %s\n", a.Dir(), w)
+	}
+}
+
+// A showReport is what evotune show prints: the archive's identity, counts
+// of results by status, and the elites.
+type showReport struct {
+	Archive   string               `json:"archive"`
+	Meta      elites.Meta          `json:"meta"`
+	Evaluated int                  `json:"evaluated"`
+	ByStatus  map[space.Status]int `json:"by_status"`
+	// DefaultUS is the objective of the family's default config, when the
+	// archive measured it.
+	DefaultUS float64    `json:"default_objective_us,omitempty"`
+	Elites    []eliteRow `json:"elites"`
+}
+
+// An eliteRow is one line of the elite table. Times are in microseconds;
+// for a multi-shape problem they are weighted sums over the shapes, like
+// the objective.
+type eliteRow struct {
+	Rank      int          `json:"rank"`
+	Seq       int          `json:"seq"`
+	Key       string       `json:"key"`
+	Config    space.Config `json:"config"`
+	P50US     float64      `json:"p50_us"`
+	CILowUS   float64      `json:"ci_low_us"`
+	CIHighUS  float64      `json:"ci_high_us"`
+	P90US     float64      `json:"p90_us"`
+	Speedup   float64      `json:"speedup_vs_default,omitempty"`
+	Registers int          `json:"registers,omitempty"`
+	Spills    int          `json:"spill_bytes"` // stores plus loads
+	// Changes lists the knobs that differ from the family's default.
+	Changes string `json:"changes"`
+}
+
+func newShowReport(a *elites.Archive, top int) showReport {
+	meta := a.Meta()
+	results := a.Results()
+	rep := showReport{Archive: a.Dir(), Meta: meta, Evaluated: len(results), ByStatus: map[space.Status]int{}}
+	for _, r := range results {
+		rep.ByStatus[r.Status]++
+	}
+	def, knobs := familyDefault(meta.Problem, meta.Arch)
+	if def != nil {
+		if r, ok := a.Lookup(def.Key()); ok && r.OK() {
+			rep.DefaultUS = r.Objective
+		}
+	}
+	rep.Elites = []eliteRow{}
+	for i, r := range a.Top(top) {
+		row := eliteRow{Rank: i + 1, Seq: r.Seq, Key: r.Key, Config: r.Config, P50US: r.Objective,
+			Changes: configChanges(r.Config, def, knobs)}
+		for j, t := range r.Timings {
+			w := meta.Problem.Weight(j)
+			row.CILowUS += w * t.CILowUS
+			row.CIHighUS += w * t.CIHighUS
+			row.P90US += w * t.P90US
+		}
+		if rep.DefaultUS > 0 {
+			row.Speedup = rep.DefaultUS / r.Objective
+		}
+		if r.Ptxas != nil {
+			row.Registers = r.Ptxas.Registers
+			row.Spills = r.Ptxas.SpillStores + r.Ptxas.SpillLoads
+		}
+		rep.Elites = append(rep.Elites, row)
+	}
+	return rep
+}
+
+// familyDefault returns the kernel family's default config for a problem
+// and its knobs in declaration order, or nil when the archive's problem is
+// not one this build knows. The default does not depend on the target, so
+// an architecture this build does not know still has one.
+func familyDefault(p space.Problem, arch string) (space.Config, []space.Knob) {
+	t, err := kernels.TargetFor(arch)
+	if err != nil {
+		t, err = kernels.TargetFor("sm_89")
+	}
+	if err != nil {
+		return nil, nil
+	}
+	s, err := kernels.SDPASpace(p, t)
+	if err != nil {
+		return nil, nil
+	}
+	return s.Default(), s.Knobs
+}
+
+// configChanges renders the knobs of c that differ from def, in declaration
+// order, or the whole key when the default is unknown.
+func configChanges(c, def space.Config, knobs []space.Knob) string {
+	if def == nil {
+		return c.Key()
+	}
+	var changes []string
+	for _, k := range knobs {
+		if v, ok := c[k.Name]; ok && v != def[k.Name] {
+			changes = append(changes, k.Name+"="+v)
+		}
+	}
+	if len(changes) == 0 {
+		return "(default)"
+	}
+	return strings.Join(changes, " ")
+}
+
+func (rep showReport) write(w io.Writer, format string) error {
+	m := rep.Meta
+	fmt.Fprintf(w, "archive %s: %s\n", rep.Archive, problemLine(m.Problem))
+	fmt.Fprintf(w, "measured on %s (%s), nvcc %s, source %s\n", orUnknown(m.GPU), orUnknown(m.Arch), orUnknown(m.NVCC), shortHash(m.SourceHash))
+	fmt.Fprintf(w, "%d evaluated%s\n", rep.Evaluated, statusCounts(rep.ByStatus))
+	if len(rep.Elites) == 0 {
+		fmt.Fprintln(w, "no configuration has passed every gate yet")
+		return nil
+	}
+	if format == "markdown" {
+		fmt.Fprintln(w)
+	}
+	header := []string{"#", "p50 µs", "95% CI µs", "p90 µs", "speedup", "regs", "spills", "changes from default"}
+	var rows [][]string
+	for _, e := range rep.Elites {
+		speedup := "-"
+		if e.Speedup > 0 {
+			speedup = fmt.Sprintf("%.2fx", e.Speedup)
+		}
+		regs := "-"
+		if e.Registers > 0 {
+			regs = strconv.Itoa(e.Registers)
+		}
+		rows = append(rows, []string{
+			strconv.Itoa(e.Rank), us(e.P50US), us(e.CILowUS) + " – " + us(e.CIHighUS), us(e.P90US),
+			speedup, regs, strconv.Itoa(e.Spills), e.Changes,
+		})
+	}
+	return writeTable(w, format, header, rows)
 }

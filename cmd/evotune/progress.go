@@ -1,0 +1,153 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"evotune/evo"
+	"evotune/space"
+)
+
+// A progressReporter shows a running search on stderr: a bar on a
+// terminal, or plain lines at intervals in a log. Its methods are called
+// one at a time (the search serialises OnProgress).
+type progressReporter struct {
+	w        io.Writer
+	terminal bool
+	now      func() time.Time // wall time, for the interval between plain lines
+	every    time.Duration
+	// describe renders a config key for people (the knobs that differ from
+	// the default).
+	describe func(key string) string
+
+	bar       *progressbar.ProgressBar
+	lastLine  time.Time
+	lastTenth int // the tenth of the budget reached at the last plain line
+}
+
+func newProgressReporter(w io.Writer, terminal bool, now func() time.Time, every time.Duration, describe func(string) string) *progressReporter {
+	return &progressReporter{w: w, terminal: terminal, now: now, every: every, describe: describe, lastLine: now()}
+}
+
+// update shows p.
+func (r *progressReporter) update(p evo.Progress) {
+	if r.terminal {
+		r.updateBar(p)
+		return
+	}
+	// A plain line every interval of wall time, and at each tenth of the
+	// budget, so that a fast run (a replay) still leaves a trace in a log.
+	tenth := int(math.Floor(budgetFraction(p) * 10))
+	if r.now().Sub(r.lastLine) < r.every && tenth <= r.lastTenth {
+		return
+	}
+	r.lastLine, r.lastTenth = r.now(), tenth
+	fmt.Fprintf(r.w, "evotune: %s\n", r.line(p))
+}
+
+// budgetFraction is how much of the tightest budget p has used, in [0, 1];
+// 0 when no budget is set.
+func budgetFraction(p evo.Progress) float64 {
+	f := 0.0
+	if p.MaxEvals > 0 {
+		f = max(f, float64(p.Evals)/float64(p.MaxEvals))
+	}
+	if p.MaxTime > 0 {
+		f = max(f, float64(p.Elapsed)/float64(p.MaxTime))
+	}
+	return min(f, 1)
+}
+
+// line renders p as one line: counts, best, failures, elapsed time, ETA.
+func (r *progressReporter) line(p evo.Progress) string {
+	var b strings.Builder
+	if p.MaxEvals > 0 {
+		fmt.Fprintf(&b, "%d/%d evals", p.Evals, p.MaxEvals)
+	} else {
+		fmt.Fprintf(&b, "%d evals", p.Evals)
+	}
+	if p.Best > 0 {
+		fmt.Fprintf(&b, ", best %s µs (%s)", us(p.Best), r.describe(p.BestKey))
+	} else {
+		b.WriteString(", no correct config yet")
+	}
+	b.WriteString(failureCounts(p.ByStatus))
+	fmt.Fprintf(&b, ", elapsed %s", human(p.Elapsed))
+	if p.ETA > 0 {
+		fmt.Fprintf(&b, ", eta %s", human(p.ETA))
+	}
+	return b.String()
+}
+
+// failureCounts renders the counts of the statuses other than ok.
+func failureCounts(by map[space.Status]int) string {
+	var b strings.Builder
+	for _, s := range []space.Status{space.StatusIncorrect, space.StatusCompileError, space.StatusPtxasReject,
+		space.StatusFault, space.StatusTimeout, space.StatusConstraint} {
+		if n := by[s]; n > 0 {
+			fmt.Fprintf(&b, ", %d %s", n, s)
+		}
+	}
+	return b.String()
+}
+
+// updateBar draws p on the terminal bar, created on first use: its length
+// is the evaluation budget when there is one (the bar shows the count), the
+// time budget in seconds otherwise, or unknown (a spinner).
+func (r *progressReporter) updateBar(p evo.Progress) {
+	if r.bar == nil {
+		length, showCount := int64(-1), true
+		switch {
+		case p.MaxEvals > 0:
+			length = int64(p.MaxEvals)
+		case p.MaxTime > 0:
+			length, showCount = int64(p.MaxTime/time.Second), false
+		}
+		opts := []progressbar.Option{
+			progressbar.OptionSetWriter(r.w),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionThrottle(100 * time.Millisecond),
+			progressbar.OptionSetElapsedTime(false),
+			progressbar.OptionShowDescriptionAtLineEnd(),
+		}
+		if showCount {
+			opts = append(opts, progressbar.OptionShowCount())
+		}
+		r.bar = progressbar.NewOptions64(length, opts...)
+	}
+	var desc strings.Builder
+	if r.bar.GetMax64() != int64(p.MaxEvals) || p.MaxEvals == 0 {
+		fmt.Fprintf(&desc, "%d evals", p.Evals)
+	}
+	if p.Best > 0 {
+		fmt.Fprintf(&desc, " best %s µs", us(p.Best))
+	}
+	desc.WriteString(failureCounts(p.ByStatus))
+	if p.ETA > 0 {
+		fmt.Fprintf(&desc, ", eta %s", human(p.ETA))
+	}
+	r.bar.Describe(strings.TrimSpace(desc.String()))
+	if p.MaxEvals > 0 {
+		r.bar.Set64(int64(p.Evals))
+	} else if p.MaxTime > 0 {
+		r.bar.Set64(int64(min(p.Elapsed, p.MaxTime) / time.Second))
+	} else {
+		r.bar.Set64(int64(p.Evals))
+	}
+}
+
+// finish clears the bar so that the summary that follows starts on a
+// clean line.
+func (r *progressReporter) finish() {
+	if r.bar != nil {
+		r.bar.Clear()
+		fmt.Fprint(r.w, "\r")
+		r.bar = nil
+	}
+}
