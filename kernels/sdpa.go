@@ -218,7 +218,7 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 	if p.Causal {
 		causal = "1"
 	}
-	return &space.Space{
+	s := &space.Space{
 		Family: Family,
 		Knobs:  sdpaKnobs(),
 		Defines: []space.Define{
@@ -227,7 +227,11 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 			{Macro: "SDPA_CAUSAL", Value: causal},
 		},
 		Constraints: sdpaConstraints(d, t),
-	}, nil
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("sdpa space declaration: %w", err)
+	}
+	return s, nil
 }
 
 // sdpaConstraints returns the named rules, cheapest and most basic first.

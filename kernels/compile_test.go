@@ -1,0 +1,320 @@
+package kernels
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"evotune/space"
+)
+
+// A compiler compiles the embedded SDPA source with nvcc exactly as the
+// runner does (NVCCArgs), caching cubins by flags within one test.
+type compiler struct {
+	t      *testing.T
+	nvcc   string
+	objdmp string // cuobjdump, or "" to compare cubin bytes
+	dir    string
+	slots  chan struct{} // bounds parallel nvcc runs
+	mu     sync.Mutex
+	cache  map[string]*compiled
+}
+
+// A compiled candidate: its SASS (or cubin bytes) and ptxas's report.
+type compiled struct {
+	once  sync.Once
+	code  []byte
+	cubin []byte
+	ptxas string
+	err   error
+}
+
+func newCompiler(t *testing.T) *compiler {
+	t.Helper()
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		t.Skip("nvcc not found on PATH: the CUDA compile tests need nvcc (CI installs nvidia-cuda-toolkit)")
+	}
+	objdump, _ := exec.LookPath("cuobjdump")
+	dir := t.TempDir()
+	src := SDPASource()
+	for _, sub := range []string{"src", "src2"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range src.Files {
+			if err := os.WriteFile(filepath.Join(dir, sub, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return &compiler{t: t, nvcc: nvcc, objdmp: objdump, dir: dir, slots: make(chan struct{}, 2), cache: map[string]*compiled{}}
+}
+
+// compile returns the cubin of flags for arch, from srcSub ("src" normally;
+// "src2" to prove the source path does not leak into the code).
+func (cc *compiler) compile(arch, srcSub string, flags []string) *compiled {
+	key := arch + " " + srcSub + " " + strings.Join(flags, " ")
+	cc.mu.Lock()
+	c, ok := cc.cache[key]
+	if !ok {
+		c = &compiled{}
+		cc.cache[key] = c
+	}
+	n := len(cc.cache)
+	cc.mu.Unlock()
+	c.once.Do(func() {
+		cc.slots <- struct{}{}
+		defer func() { <-cc.slots }()
+		out := filepath.Join(cc.dir, fmt.Sprintf("k%d.cubin", n))
+		cmd := exec.Command(cc.nvcc, NVCCArgs(arch, flags, filepath.Join(cc.dir, srcSub), out)...)
+		log, err := cmd.CombinedOutput()
+		c.ptxas = string(log)
+		if err != nil {
+			c.err = fmt.Errorf("nvcc %s %s: %v\n%s", arch, strings.Join(flags, " "), err, log)
+			return
+		}
+		if c.cubin, c.err = os.ReadFile(out); c.err != nil {
+			return
+		}
+		c.code = c.cubin
+		if cc.objdmp != "" {
+			sass, err := exec.Command(cc.objdmp, "-sass", out).Output()
+			if err != nil {
+				c.err = fmt.Errorf("cuobjdump -sass %s: %v", out, err)
+				return
+			}
+			c.code = sass
+		}
+	})
+	return c
+}
+
+var ptxasFwdRE = regexp.MustCompile(`(?s)Compiling entry function 'sdpa_fwd'.*?(\d+) bytes spill stores, (\d+) bytes spill loads.*?Used (\d+) registers`)
+
+// fwdUsage reads sdpa_fwd's registers and spill bytes from ptxas -v.
+func fwdUsage(t *testing.T, ptxas string) (regs, spills int) {
+	t.Helper()
+	m := ptxasFwdRE.FindStringSubmatch(ptxas)
+	if m == nil {
+		t.Fatalf("no sdpa_fwd usage in ptxas output:\n%s", ptxas)
+	}
+	st, _ := strconv.Atoi(m[1])
+	ld, _ := strconv.Atoi(m[2])
+	regs, _ = strconv.Atoi(m[3])
+	return regs, st + ld
+}
+
+// coverSample picks valid configs greedily until every value of every knob
+// appears in at least one, starting with the default.
+func coverSample(s *space.Space, rng *rand.Rand) []space.Config {
+	type pair struct{ knob, value string }
+	missing := map[pair]bool{}
+	for _, k := range s.Knobs {
+		for _, v := range k.Values {
+			missing[pair{k.Name, v}] = true
+		}
+	}
+	var valid []space.Config
+	enumerate(s, func(c space.Config) {
+		if s.Check(c) == nil {
+			valid = append(valid, c)
+		}
+	})
+	rng.Shuffle(len(valid), func(i, j int) { valid[i], valid[j] = valid[j], valid[i] })
+	valid = append([]space.Config{s.Default()}, valid...)
+	var out []space.Config
+	for len(missing) > 0 {
+		best, gain := -1, 0
+		for i, c := range valid {
+			g := 0
+			for k, v := range c {
+				if missing[pair{k, v}] {
+					g++
+				}
+			}
+			if g > gain {
+				best, gain = i, g
+			}
+		}
+		if best < 0 {
+			break // some value appears in no valid config; the caller reports it
+		}
+		for k, v := range valid[best] {
+			delete(missing, pair{k, v})
+		}
+		out = append(out, valid[best])
+	}
+	return out
+}
+
+// TestCompileSample compiles a sample of valid configs that covers every
+// knob value, on both the L4's and the H100's architecture, for two
+// problems that between them cover every define; each must compile, agree
+// with SharedBytes, and the defaults must not spill.
+func TestCompileSample(t *testing.T) {
+	cc := newCompiler(t)
+	problems := []struct {
+		d      int
+		dtype  string
+		causal bool
+	}{{64, "fp16", false}, {128, "bf16", true}}
+	for _, arch := range []string{"sm_89", "sm_90"} {
+		for pi, pr := range problems {
+			s, _ := mustSpace(t, pr.d, pr.dtype, pr.causal, arch)
+			sample := coverSample(s, rand.New(rand.NewPCG(1, uint64(pi))))
+			if pi == 1 {
+				// The second problem only needs to prove its defines build.
+				sample = sample[:3]
+			}
+			for i, c := range sample {
+				name := fmt.Sprintf("%s/d%d_%s_causal%v/%02d", arch, pr.d, pr.dtype, pr.causal, i)
+				flags, err := s.Flags(c)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				flags = append(flags, "-DSDPA_EXPECT_SMEM="+strconv.Itoa(SharedBytes(c, pr.d)))
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					res := cc.compile(arch, "src", flags)
+					if res.err != nil {
+						t.Fatalf("config %s: %v", c.Key(), res.err)
+					}
+					regs, spills := fwdUsage(t, res.ptxas)
+					t.Logf("%s: %d registers, %d spill bytes", c.Key(), regs, spills)
+					if i == 0 && spills != 0 {
+						t.Errorf("the default config spills %d bytes", spills)
+					}
+				})
+			}
+			if pi == 0 && len(sample) > 24 {
+				t.Errorf("sample of %d configs is larger than needed", len(sample))
+			}
+		}
+	}
+}
+
+// TestEveryKnobChangesCode proves that each knob reaches the machine code:
+// from the default, setting any one knob to any other value gives
+// different SASS. Where that single change is invalid, the test also
+// changes the fewest other knobs needed and compares against the default
+// with only those other changes, so the difference is still due to the
+// knob under test.
+func TestEveryKnobChangesCode(t *testing.T) {
+	cc := newCompiler(t)
+	const arch = "sm_89"
+	s, _ := mustSpace(t, 64, "fp16", false, arch)
+	def := s.Default()
+	render := func(c space.Config) []string {
+		t.Helper()
+		flags, err := s.Flags(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flags
+	}
+
+	type variant struct {
+		name       string
+		base, with space.Config
+	}
+	var variants []variant
+	for _, k := range s.Knobs {
+		for _, v := range k.Values {
+			if v == k.Default {
+				continue
+			}
+			base, changed, ok := fixToValid(s, def, k.Name, v)
+			if !ok {
+				t.Errorf("%s=%s: no valid config within one extra change of the default", k.Name, v)
+				continue
+			}
+			name := k.Name + "=" + v
+			if fix := diffKeys(def, base); fix != "" {
+				t.Logf("%s is invalid alone; both sides also set %s", name, fix)
+				name += "+" + fix
+			}
+			variants = append(variants, variant{name, base, changed})
+		}
+	}
+
+	// Identical flags must give identical code, even from another source
+	// directory, or every comparison below would prove nothing.
+	baseFlags := render(def)
+	var wg sync.WaitGroup
+	for _, sub := range []string{"src", "src2"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); cc.compile(arch, sub, baseFlags) }()
+	}
+	for _, v := range variants {
+		for _, c := range []space.Config{v.base, v.with} {
+			wg.Add(1)
+			go func() { defer wg.Done(); cc.compile(arch, "src", render(c)) }()
+		}
+	}
+	wg.Wait()
+
+	a, b := cc.compile(arch, "src", baseFlags), cc.compile(arch, "src2", baseFlags)
+	if a.err != nil || b.err != nil {
+		t.Fatalf("default config: %v %v", a.err, b.err)
+	}
+	if !bytes.Equal(a.code, b.code) {
+		t.Fatal("the default config compiled twice gives different code")
+	}
+	if !bytes.Equal(a.cubin, b.cubin) {
+		t.Log("note: cubin bytes differ between source directories; comparing SASS only")
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			x, y := cc.compile(arch, "src", render(v.base)), cc.compile(arch, "src", render(v.with))
+			if x.err != nil || y.err != nil {
+				t.Fatalf("%v %v", x.err, y.err)
+			}
+			if bytes.Equal(x.code, y.code) {
+				t.Errorf("%s does not change the code of %s", v.name, v.base.Key())
+			}
+		})
+	}
+}
+
+// fixToValid returns (base, base with knob=value) where base is c, or c
+// with the one other knob change that makes both valid.
+func fixToValid(s *space.Space, c space.Config, knob, value string) (base, changed space.Config, ok bool) {
+	changed = with(c, knob, value)
+	if s.Check(changed) == nil {
+		return c, changed, true
+	}
+	for _, k := range s.Knobs {
+		if k.Name == knob {
+			continue
+		}
+		for _, v := range k.Values {
+			b := with(c, k.Name, v)
+			if s.Check(b) == nil && s.Check(with(b, knob, value)) == nil {
+				return b, with(b, knob, value), true
+			}
+		}
+	}
+	return nil, nil, false
+}
+
+// diffKeys names the knobs where b differs from a, as k=v pairs.
+func diffKeys(a, b space.Config) string {
+	var out []string
+	for k, v := range b {
+		if a[k] != v {
+			out = append(out, k+"="+v)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
