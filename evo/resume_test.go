@@ -134,7 +134,13 @@ func TestResumeAfterManyKills(t *testing.T) {
 				if lives > 10*opts.MaxEvals {
 					t.Fatalf("every %d, parallel %d: no end after %d lives", every, parallel, lives)
 				}
-				sum, gens := incarnation(t, sp, store, opts, func(ev *fakeEvaluator, cancel func()) {
+				o := opts
+				if lives > 1 {
+					// A restored search continues the saved search
+					// whatever these options say.
+					o.Seed, o.Population, o.Elites, o.CrossoverRate = 999, 5, 5, 0.9
+				}
+				sum, gens := incarnation(t, sp, store, o, func(ev *fakeEvaluator, cancel func()) {
 					ev.after = func(n int) {
 						if n == every {
 							cancel()

@@ -2,6 +2,7 @@ package evo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -425,5 +426,39 @@ func TestEvoBeatsRandom(t *testing.T) {
 	t.Logf("mean best objective over %d seeds: evo %.2f, random %.2f (optimum 1)", seeds, evo, random)
 	if !(evo-1 < (random-1)/2) {
 		t.Errorf("evo's excess over the optimum %.2f is not under half of random's %.2f", evo-1, random-1)
+	}
+}
+
+// TestStagnationInjectsFreshConfigs runs on a flat landscape: after the
+// first generation nothing improves, so every Stagnation generations a
+// quarter of the batch is fresh random configs.
+func TestStagnationInjectsFreshConfigs(t *testing.T) {
+	store := newMemStore()
+	opts := DefaultOptions()
+	opts.Population, opts.Stagnation, opts.MaxEvals = 8, 2, 8*7
+	flat := func(space.Config) float64 { return 5 }
+	mustRun(t, context.Background(), mustNew(t, gridSpace(3, 3, 5), &fakeEvaluator{objective: flat}, store, opts))
+	var injected []int // per proposed generation
+	for _, data := range store.states {
+		var st state
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Batch) == 0 {
+			continue
+		}
+		n := 0
+		for _, p := range st.Batch {
+			if p.Origin == originInject {
+				n++
+			}
+		}
+		injected = append(injected, n)
+	}
+	// Generation 0 finds the first best; 1 and 2 stagnate, so 3 injects;
+	// 3 and 4 stagnate, so 5 injects.
+	want := []int{0, 0, 0, 2, 0, 2, 0}
+	if !slices.Equal(injected, want) {
+		t.Errorf("injected configs by generation %v, want %v", injected, want)
 	}
 }
