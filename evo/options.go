@@ -49,14 +49,20 @@ type Options struct {
 	Stagnation int
 	// Parallel is how many candidates are evaluated at once.
 	Parallel int
-	// MaxEvals bounds the evaluations that really ran (store hits do not
-	// count); 0 means no bound.
+	// MaxEvals bounds the evaluations that really ran: results recorded
+	// by this search, across resumed runs. Configs the store held before
+	// they were proposed cost nothing; results of a batch that a restored
+	// search finds recorded were counted when they ran and count once. 0
+	// means no bound.
 	MaxEvals int
 	// MaxTime bounds the elapsed time of the search, as told by Clock and
 	// summed over resumed runs; 0 means no bound. It is checked at
 	// generation boundaries, and a generation near the end is shortened to
 	// what the time left is expected to allow, so a run ends within about
-	// one round of Parallel evaluations after the limit.
+	// one round of Parallel evaluations after the limit. Elapsed time is
+	// saved with the state; after a kill, a wall clock loses the time spent
+	// on the unfinished generation, while a virtual clock is charged again
+	// by the results replayed from the store, so its total stays exact.
 	MaxTime time.Duration
 	// Clock tells the time; nil means WallClock.
 	Clock Clock

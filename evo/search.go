@@ -226,8 +226,8 @@ func (s *Search) lookupOK(key string) (space.Result, error) {
 	case !r.OK():
 		return r, fmt.Errorf("%s is stored with status %s, not ok", key, r.Status)
 	}
-	if r.Config == nil {
-		return r, fmt.Errorf("%s is stored without its config", key)
+	if err := s.space.Check(r.Config); err != nil {
+		return r, fmt.Errorf("%s is not a valid config of this space: %w", key, err)
 	}
 	return r, nil
 }
@@ -251,7 +251,8 @@ func (s *Search) Run(ctx context.Context) (Summary, error) {
 			}
 			s.propose()
 			if len(s.st.Batch) == 0 {
-				return s.summary(StopExhausted), s.save()
+				err := s.save()
+				return s.summary(StopExhausted), err
 			}
 			if err := s.save(); err != nil {
 				return s.summary(""), err
