@@ -69,6 +69,40 @@ func (c Config) Int(name string) int {
 // value type and a knob named twice, so that a config read from a file means
 // exactly one thing.
 func (c *Config) UnmarshalJSON(data []byte) error {
+	// Fast path: a flat object of strings decodes directly, and counting
+	// its strings tells whether a knob was named twice. Anything else takes
+	// the token-by-token path, which says exactly what is wrong.
+	var m map[string]string
+	if json.Unmarshal(data, &m) == nil && 2*len(m) == countStrings(data) {
+		*c = m
+		return nil
+	}
+	return c.decodeTokens(data)
+}
+
+// countStrings counts the JSON strings in data, which holds valid JSON.
+func countStrings(data []byte) int {
+	n := 0
+	in, escaped := false, false
+	for _, b := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case in && b == '\\':
+			escaped = true
+		case b == '"':
+			if !in {
+				n++
+			}
+			in = !in
+		}
+	}
+	return n
+}
+
+// decodeTokens decodes data token by token, refusing with a precise
+// message what the fast path could not take.
+func (c *Config) decodeTokens(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
