@@ -244,8 +244,9 @@ func TestCompileReason(t *testing.T) {
 }
 
 // TestCompileSDPAGate compiles real configs of the SDPA family with the
-// nvcc found here for sm_89 and runs them through the ptxas gate: the
-// pipeline's compile → ptxas path without a GPU.
+// nvcc found here for sm_89 and takes them through the pipeline's gates up
+// to the GPU, which a fake stands for: constraints, nvcc, ptxas figures of
+// the real kernel, and the launch plan's register and shared memory fit.
 func TestCompileSDPAGate(t *testing.T) {
 	path, err := exec.LookPath("nvcc")
 	if err != nil {
@@ -265,35 +266,42 @@ func TestCompileSDPAGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := NewCompilePool(CompileOptions{NVCC: NVCC{Path: path, Version: nv}, Arch: "sm_89", Source: kernels.SDPASource(), Jobs: 2})
+	src := kernels.SDPASource()
+	pool, err := NewCompilePool(CompileOptions{NVCC: NVCC{Path: path, Version: nv}, Arch: "sm_89", Source: src, Jobs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	configs := []space.Config{sp.Default(), sp.Sample(rand.New(rand.NewPCG(1, 2)))}
-	limits := DefaultGateLimits(target.SharedPerBlock)
+	dev := &fakeDevice{}
+	p, err := NewPipeline(PipelineOptions{
+		Space: sp, Problem: prob, Target: target, Compiler: pool,
+		GPUs: []GPU{{Device: dev, NVMLIndex: -1}},
+		Gate: DefaultGateLimits(target.SharedPerBlock),
+		Env:  space.Env{Arch: "sm_89", NVCC: nv, SourceHash: src.Hash},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	configs := []space.Config{sp.Default(), sp.Sample(rng), sp.Sample(rng)}
 	for _, c := range configs {
-		flags, err := sp.Flags(c)
-		if err != nil {
-			t.Fatal(err)
+		r := p.Evaluate(ctx, c)
+		t.Logf("%s: %s at %s %q, ptxas %+v, %.1fs", c.Key(), r.Status, r.Gate, r.Reason, r.Ptxas, r.Cost.CompileSec)
+		switch {
+		case r.Status == space.StatusCompileError || r.Status == space.StatusTimeout:
+			t.Errorf("%s: %s: %s", c.Key(), r.Status, r.Reason)
+		case r.Ptxas == nil || r.Ptxas.Registers <= 0:
+			t.Errorf("%s: no ptxas figures for sdpa_fwd", c.Key())
+		case r.Status != space.StatusOK && r.Status != space.StatusPtxasReject:
+			t.Errorf("%s: %s at %s: %s (the fake GPU accepts everything)", c.Key(), r.Status, r.Gate, r.Reason)
 		}
-		cub, err := pool.Compile(ctx, flags)
-		if err != nil {
-			t.Fatalf("%s: %v", c.Key(), err)
+		if c.Key() == sp.Default().Key() && !r.OK() {
+			t.Errorf("the family's default config does not pass the gates on sm_89: %s", r.Reason)
 		}
-		rep, err := ParsePtxas(cub.Ptxas)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", c.Key(), err, cub.Ptxas)
+	}
+	for _, req := range dev.requests() {
+		if !strings.HasSuffix(req.Cubin, ".cubin") || len(req.Plan.Launches) == 0 {
+			t.Errorf("GPU request without a cubin or a plan: %+v", req)
 		}
-		k, ok := rep.Kernel(kernels.SDPAForwardKernel)
-		if !ok || k.Arch != "sm_89" || k.Registers <= 0 {
-			t.Errorf("%s: sdpa_fwd figures %+v, found %v", c.Key(), k, ok)
-		}
-		reason := limits.Check(rep.Worst())
-		t.Logf("%s: sdpa_fwd %+v, worst %+v, gate %q, %.1fs", c.Key(), k.Ptxas, rep.Worst(), reason, cub.CompileSec)
-		if c.Key() == sp.Default().Key() && reason != "" {
-			t.Errorf("the family's default config fails the ptxas gate on sm_89: %s", reason)
-		}
-		cub.Release()
 	}
 }
