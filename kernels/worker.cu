@@ -1184,9 +1184,11 @@ private:
         void* args[] = {&p};
         for (size_t i = 0; i < fns.size(); i++) {
             const LaunchSpec& l = r.launches[i];
-            checkCu(cuLaunchKernel(fns[i], l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem,
-                                   cuStream(), args, nullptr),
-                    format("cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, smem %u)", l.kernel.c_str(), l.grid[0],
+            CUresult res = cuLaunchKernel(fns[i], l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem,
+                                          cuStream(), args, nullptr);
+            // The message is formatted only on failure: a timing graph holds thousands of launches.
+            if (res != CUDA_SUCCESS)
+                checkCu(res, format("cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, smem %u)", l.kernel.c_str(), l.grid[0],
                            l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem));
         }
     }
