@@ -401,12 +401,13 @@ extern "C" __global__ void probe_changing(SdpaParams p) {
     size_t n = (size_t)p.b * p.h * p.s * p.d;
     unsigned long long k = atomicAdd(&probe_counter, 1ull);
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        ((unsigned short*)p.o)[i] = (unsigned short)(0x3000 + (k & 0xff));
+        ((unsigned short*)p.o)[i] = (unsigned short)(0x3000 + ((k / (gridDim.x * blockDim.x)) & 0xff));
 }
 extern "C" __global__ void probe_fault(SdpaParams p) { *(volatile int*)(p.o_part + (1ull << 40)) = 1; }
 extern "C" __global__ void probe_spin(SdpaParams p) {
-    volatile int x = 0;
-    while (x == 0) {}
+    // A volatile global read each turn: the loop has a side effect, so the
+    // compiler may not assume it ends.
+    while (*(volatile unsigned long long*)&probe_counter != ~0ull) {}
 }
 `
 
