@@ -220,6 +220,7 @@ func (p *Pipeline) baseEnv() space.Env {
 // Evaluate takes c through the gates. It implements evo.Evaluator.
 func (p *Pipeline) Evaluate(ctx context.Context, c space.Config) (r space.Result) {
 	prob := p.o.Problem
+	prob.Shapes, prob.Weights = slices.Clone(prob.Shapes), slices.Clone(prob.Weights) // each result owns its copy
 	r = space.Result{Key: c.Key(), Config: c.Clone(), Problem: &prob, Env: p.baseEnv(), Started: p.o.Now()}
 	defer func() { r.Finished = p.o.Now() }()
 	stop := func(g space.Gate, s space.Status, reason string) space.Result {
@@ -651,4 +652,32 @@ func (s telemetrySeen) apply(t *space.Timing) {
 		t.EnergyPerCallUJ = watts * t.P50US
 	}
 	sort.Strings(t.ThrottleReasons)
+}
+
+// ProbeTarget asks dev for its figures (the worker's info request) and
+// returns arch's target with the device's own SM count and per-block shared
+// memory, with the response for its identity. A device whose compute
+// capability is not arch is refused: its cubins would not load.
+func ProbeTarget(ctx context.Context, dev Device, arch string, timeout time.Duration) (kernels.Target, kernels.Response, error) {
+	t, err := kernels.TargetFor(arch)
+	if err != nil {
+		return kernels.Target{}, kernels.Response{}, err
+	}
+	resp, err := dev.Do(ctx, kernels.Request{Op: kernels.OpInfo}, timeout)
+	if err != nil {
+		return kernels.Target{}, kernels.Response{}, fmt.Errorf("asking the GPU worker for device info: %w", err)
+	}
+	if resp.Error != "" {
+		return kernels.Target{}, resp, fmt.Errorf("GPU worker info: %s", resp.Error)
+	}
+	if got, err := ArchForComputeCap(resp.ComputeCap); err != nil || got != arch {
+		return kernels.Target{}, resp, fmt.Errorf("GPU %s has compute capability %q, not %s", resp.Device, resp.ComputeCap, arch)
+	}
+	if resp.SMs > 0 {
+		t.SMs = resp.SMs
+	}
+	if resp.SharedPerBlock > 0 {
+		t.SharedPerBlock = resp.SharedPerBlock
+	}
+	return t, resp, nil
 }

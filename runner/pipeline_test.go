@@ -616,3 +616,48 @@ func TestBlockRegisters(t *testing.T) {
 		}
 	}
 }
+
+type infoDevice struct{ resp kernels.Response }
+
+func (d infoDevice) Do(_ context.Context, req kernels.Request, _ time.Duration) (kernels.Response, error) {
+	if req.Op != kernels.OpInfo {
+		return kernels.Response{Error: "unexpected " + req.Op}, nil
+	}
+	return d.resp, nil
+}
+
+func TestProbeTarget(t *testing.T) {
+	l4 := kernels.Response{Device: "NVIDIA L4", ComputeCap: "8.9", SMs: 58, SharedPerBlock: 101376}
+	h100 := kernels.Response{Device: "NVIDIA H100 80GB HBM3", ComputeCap: "9.0", SMs: 132, SharedPerBlock: 232448}
+	small := kernels.Response{Device: "NVIDIA RTX 4060", ComputeCap: "8.9", SMs: 24, SharedPerBlock: 101376}
+	tests := []struct {
+		name string
+		resp kernels.Response
+		arch string
+		sms  int
+		err  string
+	}{
+		{"L4", l4, "sm_89", 58, ""},
+		{"H100", h100, "sm_90", 132, ""},
+		{"device figures win", small, "sm_89", 24, ""},
+		{"arch mismatch", h100, "sm_89", 0, "compute capability \"9.0\", not sm_89"},
+		{"worker error", kernels.Response{Error: "no CUDA device"}, "sm_89", 0, "no CUDA device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg, _, err := ProbeTarget(context.Background(), infoDevice{tt.resp}, tt.arch, time.Second)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tg.SMs != tt.sms || tg.Arch != tt.arch || tg.RegsPerSM == 0 {
+				t.Errorf("target %+v", tg)
+			}
+		})
+	}
+}
