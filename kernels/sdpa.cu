@@ -250,23 +250,26 @@ __device__ __forceinline__ int tile_off(int row, int col) {
 }
 
 // Copies rows [row0, row0+ROWS) of a [s, D] matrix into a tile with
-// cp.async, NT_ threads cooperating; rows at or past s are zero-filled so
-// 0 * garbage can never produce NaN.
+// cp.async, NTHR threads cooperating; rows at or past s are zero-filled so
+// 0 * garbage can never produce NaN. A thread always copies the same
+// 16-byte column chunk, kRowStep rows apart, so its addresses are one base
+// plus compile-time offsets (few live registers for the loop).
 template <int ROWS, int NTHR>
 __device__ __forceinline__ void load_tile(elem* tile, const elem* g, int row0, int s, int tid) {
     constexpr int kChunksPerRow = D / 8;
-    constexpr int kChunks = ROWS * kChunksPerRow;
-    constexpr int kIters = (kChunks + NTHR - 1) / NTHR;
+    static_assert(NTHR % kChunksPerRow == 0, "loader threads must cover whole rows");
+    constexpr int kRowStep = NTHR / kChunksPerRow;
+    constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
+    const int r0 = tid / kChunksPerRow;
+    const int c0 = (tid % kChunksPerRow) * 8;
+    const elem* src = g + (size_t)(row0 + r0) * D + c0;
     const uint32_t base = smem_addr(tile);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-        const int i = tid + it * NTHR;
-        if (kChunks % NTHR == 0 || i < kChunks) {
-            const int r = i / kChunksPerRow;
-            const int c = (i % kChunksPerRow) * 8;
+        const int r = r0 + it * kRowStep;
+        if (ROWS % kRowStep == 0 || r < ROWS) {
             const bool ok = row0 + r < s;
-            const elem* src = ok ? g + (size_t)(row0 + r) * D + c : g;
-            cp_async16(base + tile_off(r, c) * 2, src, ok ? 16 : 0);
+            cp_async16(base + tile_off(r, c0) * 2, ok ? src + it * kRowStep * D : g, ok ? 16 : 0);
         }
     }
 }
@@ -400,35 +403,35 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
         }
     }
 
-    // Scale into the exponential's domain, and mask the key tail and the
-    // causal triangle where this tile reaches them.
+    // Mask the key tail and the causal triangle where this tile reaches
+    // them. Scores stay unscaled until the exponential: the scale is folded
+    // into one FFMA there (scale > 0, so the row max commutes with it).
     const int g = lane >> 2, t4 = lane & 3;
-    const bool need_mask = kv0 + BN > s || (kCausal && kv0 + BN - 1 > m0);
+    if (kv0 + BN > s || (kCausal && kv0 + BN - 1 > m0)) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x = sacc[mt][nt][e] * sc;
-                if (need_mask) {
+                for (int e = 0; e < 4; ++e) {
                     const int row = m0 + wm * kRowsPerWarp + mt * 16 + g + (e >> 1) * 8;
                     const int key = kv0 + wn * kColsPerWarp + nt * 8 + t4 * 2 + (e & 1);
-                    if (key >= s || (kCausal && key > row)) x = -INFINITY;
+                    if (key >= s || (kCausal && key > row)) sacc[mt][nt][e] = -INFINITY;
                 }
-                sacc[mt][nt][e] = x;
-            }
+    }
 
-    // Online softmax, one row half (h) at a time: rows g and g+8.
+    // Online softmax, one row half (h) at a time: rows g and g+8. The
+    // running max acc.m is kept in the scaled domain.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float mx = acc.m[mt][h];
+            float mx = -INFINITY;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sacc[mt][nt][2 * h], sacc[mt][nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = fmaxf(acc.m[mt][h], mx * sc);
             // A row with every key so far masked keeps m = -inf; subtract 0
             // then, so exp gives 0 rather than NaN.
             const float mu = mx == -INFINITY ? 0.f : mx;
@@ -437,8 +440,8 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const float p0 = exp_s(sacc[mt][nt][2 * h] - mu);
-                const float p1 = exp_s(sacc[mt][nt][2 * h + 1] - mu);
+                const float p0 = exp_s(fmaf(sacc[mt][nt][2 * h], sc, -mu));
+                const float p1 = exp_s(fmaf(sacc[mt][nt][2 * h + 1], sc, -mu));
                 sacc[mt][nt][2 * h] = p0;
                 sacc[mt][nt][2 * h + 1] = p1;
                 sum += p0 + p1;

@@ -153,10 +153,12 @@ func (g sdpaGeom) layoutErr() error {
 // regEstimate is a lower-bound estimate of the 32-bit registers a consumer
 // thread keeps live: the O and S accumulators, the Q fragments when held in
 // registers, the softmax row state, and a fixed allowance for addresses and
-// loop state. ptxas has the final word; this only prunes the hopeless.
+// loop state (40, from ptxas 11.8: the default D=64 config fits 128
+// registers only with a few spilled words). ptxas has the final word; this
+// only prunes the hopeless.
 func (g sdpaGeom) regEstimate() int {
 	mt := g.rowsPerWarp / 16
-	r := mt*g.d/2 + mt*g.colsPerWarp/2 + 4*mt + 24
+	r := mt*g.d/2 + mt*g.colsPerWarp/2 + 4*mt + 40
 	if g.qInRegs {
 		r += mt * g.d / 4
 	}
