@@ -2,9 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"evotune/elites"
+	"evotune/evo"
+	"evotune/kernels"
+	"evotune/runner"
+	"evotune/space"
 )
 
 // tuneOptions are the flags of evotune tune.
@@ -39,7 +52,7 @@ func defaultTuneOptions() tuneOptions {
 		Strategy:      "evo",
 		Seed:          1,
 		Parallel:      4,
-		Population:    16,
+		Population:    24,
 		Elites:        8,
 		ProgressEvery: 10 * time.Second,
 	}
@@ -64,7 +77,7 @@ func tuneCommand() command {
   evotune tune --shape 1x8x512x64 --shape 2x8x512x64:0.5 --archive two-shapes
 
   # Search a recorded replay file instead of a GPU (no GPU needed).
-  evotune tune --replay runner/testdata/replay/sdpa-synthetic.jsonl --archive replay-archive --budget 2h
+  evotune tune --replay runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz --archive replay-archive --budget 2h
 
   # Start a new search for bf16 from the elites of an fp16 archive.
   evotune tune --dtype bf16 --archive bf16-archive --seed-from evotune-archive
@@ -76,31 +89,276 @@ func tuneCommand() command {
 func runTune(ctx context.Context, c *cli, args []string) error {
 	opts := defaultTuneOptions()
 	fs := newFlagSet("tune")
-	opts.problem.register(fs, true)
-	fs.StringVar(&opts.Archive, "archive", opts.Archive, "archive `directory`: created if absent, resumed if it holds this problem")
-	fs.StringVar(&opts.Strategy, "strategy", opts.Strategy, "search strategy: "+strings.Join(strategies(), ", "))
-	fs.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the search's random number generator")
-	fs.IntVar(&opts.Evals, "evals", opts.Evals, "stop after this many evaluations in total, resumed ones included (0: no limit)")
-	fs.DurationVar(&opts.Budget, "budget", opts.Budget, "stop when the evaluations have cost this much time in total, e.g. 8h (0: no limit)")
-	fs.IntVar(&opts.Parallel, "parallel", opts.Parallel, "candidates in flight at once")
-	fs.IntVar(&opts.Population, "population", opts.Population, "population size of the evo strategy")
-	fs.IntVar(&opts.Elites, "elites", opts.Elites, "elites kept and reported (top K)")
-	fs.StringVar(&opts.Replay, "replay", opts.Replay, "answer from a recorded replay `file` instead of compiling and timing")
-	fs.StringVar(&opts.SeedFrom, "seed-from", opts.SeedFrom, "seed a new search with the elites of another archive `directory`")
-	fs.StringVar(&opts.Arch, "arch", opts.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
-	fs.StringVar(&opts.NVCC, "nvcc", opts.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
-	fs.IntSliceVar(&opts.GPUs, "gpus", opts.GPUs, "GPU indices to time on, e.g. 0,1 (default: GPU 0)")
-	fs.IntVar(&opts.Jobs, "jobs", opts.Jobs, "parallel nvcc compiles (0: one per CPU)")
-	fs.StringVar(&opts.Cache, "cache", opts.Cache, "compile cache `directory` (default: the user cache directory)")
-	fs.BoolVar(&opts.Quiet, "quiet", opts.Quiet, "no progress output")
-	fs.DurationVar(&opts.ProgressEvery, "progress-every", opts.ProgressEvery, "interval of the plain progress lines printed when stderr is not a terminal")
+	opts.register(fs)
 	if _, err := c.parseFlags(fs, args, false); err != nil {
 		return err
 	}
 	if err := opts.validate(fs.Changed("evals")); err != nil {
 		return err
 	}
-	return fmt.Errorf("tune: no evaluator is wired into this build yet")
+	prob, _ := opts.problem.problem("tune") // validated above
+	problemSet := fs.Changed("shape") || fs.Changed("dtype") || fs.Changed("causal")
+
+	var b backend
+	var err error
+	if opts.Replay != "" {
+		b, err = replayBackend(opts, prob, problemSet)
+	} else {
+		b, err = gpuBackend(ctx, opts, prob)
+	}
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	meta := elites.NewMeta(b.problem, b.env)
+	meta.Version, meta.Strategy, meta.Seed = moduleVersion(), opts.Strategy, opts.Seed
+	if opts.SeedFrom != "" {
+		return seedFrom(opts.SeedFrom, opts.Archive, meta)
+	}
+	archive, state, err := openArchive(opts.Archive, meta)
+	if err != nil {
+		return err
+	}
+	defer archive.Close()
+	warnSkipped(c.stderr, archive)
+
+	var progress *progressReporter
+	if !opts.Quiet {
+		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
+	}
+	search, err := evo.New(b.space, b.eval, archive, opts.evoOptions(b.clock, progress))
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	if state != nil {
+		if err := search.Restore(state); err != nil {
+			return fmt.Errorf("tune --archive %s: %w", opts.Archive, err)
+		}
+		fmt.Fprintf(c.stderr, "evotune: resuming: %d results, generation %d\n", len(archive.Results()), stateGeneration(state))
+	}
+	if !opts.Quiet {
+		fmt.Fprintf(c.stderr, "evotune: tuning %s with %s (%s strategy, seed %d), archive %s\n",
+			problemLine(b.problem), b.name, opts.Strategy, opts.Seed, opts.Archive)
+	}
+
+	summary, runErr := search.Run(ctx)
+	if progress != nil {
+		progress.finish()
+	}
+	writeSummary(c.stdout, summary, archive, opts, b)
+	if runErr != nil {
+		return fmt.Errorf("tune: %w", runErr)
+	}
+	if summary.Stop == evo.StopCancelled {
+		return errInterrupted
+	}
+	return nil
+}
+
+// register adds the flags of evotune tune to fs, bound to o.
+func (o *tuneOptions) register(fs *pflag.FlagSet) {
+	o.problem.register(fs, true)
+	fs.StringVar(&o.Archive, "archive", o.Archive, "archive `directory`: created if absent, resumed if it holds this problem")
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "search strategy: "+strings.Join(strategies(), ", "))
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the search's random number generator")
+	fs.IntVar(&o.Evals, "evals", o.Evals, "stop after this many evaluations in total, resumed runs included (0: no limit)")
+	fs.DurationVar(&o.Budget, "budget", o.Budget, "stop when the search has run this long in total, resumed runs included, e.g. 8h (0: no limit)")
+	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "candidates in flight at once")
+	fs.IntVar(&o.Population, "population", o.Population, "configs proposed in each generation (the evo population)")
+	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
+	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
+	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
+	fs.StringVar(&o.Arch, "arch", o.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
+	fs.StringVar(&o.NVCC, "nvcc", o.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
+	fs.IntSliceVar(&o.GPUs, "gpus", o.GPUs, "GPU indices to time on, e.g. 0,1 (default: GPU 0)")
+	fs.IntVar(&o.Jobs, "jobs", o.Jobs, "parallel nvcc compiles (0: one per CPU)")
+	fs.StringVar(&o.Cache, "cache", o.Cache, "compile cache `directory` (default: the user cache directory)")
+	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress output")
+	fs.DurationVar(&o.ProgressEvery, "progress-every", o.ProgressEvery, "interval of the plain progress lines printed when stderr is not a terminal")
+}
+
+// evoOptions turns the flags into the search's options.
+func (o tuneOptions) evoOptions(clock evo.Clock, progress *progressReporter) evo.Options {
+	eo := evo.DefaultOptions()
+	eo.Strategy, eo.Seed = o.Strategy, o.Seed
+	eo.Population, eo.Elites, eo.Parallel = o.Population, o.Elites, o.Parallel
+	eo.MaxEvals, eo.MaxTime = o.Evals, o.Budget
+	eo.Clock = clock
+	if progress != nil {
+		eo.OnProgress = progress.update
+	}
+	return eo
+}
+
+// A backend is where candidates are evaluated, with what the archive and
+// the search need to know about it.
+type backend struct {
+	name    string // for people: "replay FILE", "GPU 0 (NVIDIA L4)"
+	problem space.Problem
+	space   *space.Space
+	eval    evo.Evaluator
+	env     space.Env
+	clock   evo.Clock
+	close   func() error
+}
+
+// describe renders a config key for people: the knobs that differ from the
+// family's default.
+func (b backend) describe(key string) string {
+	c, err := b.space.Parse(key)
+	if err != nil {
+		return key
+	}
+	return configChanges(c, b.space.Default(), b.space.Knobs)
+}
+
+// replayBackend answers from a recorded file. The problem and architecture
+// are the file's; flags that ask for others are refused. The space is
+// restricted to the recorded configs, and a virtual clock charges each
+// candidate its recorded cost, so that --budget behaves as it did on the GPU.
+func replayBackend(opts tuneOptions, prob space.Problem, problemSet bool) (backend, error) {
+	rp, err := runner.LoadReplay(opts.Replay)
+	if err != nil {
+		return backend{}, fmt.Errorf("tune --replay: %w", err)
+	}
+	h := rp.Header()
+	if h.Problem != nil {
+		recorded := *h.Problem
+		if recorded.Family == "" {
+			recorded.Family = kernels.Family
+		}
+		if problemSet && problemLine(recorded) != problemLine(prob) {
+			return backend{}, usagef("tune", "--replay %s records %s; --shape, --dtype and --causal ask for %s",
+				opts.Replay, problemLine(recorded), problemLine(prob))
+		}
+		prob = recorded
+	}
+	arch := h.Env.Arch
+	switch {
+	case arch == "" && opts.Arch == "":
+		arch = "sm_89"
+	case arch == "":
+		arch = opts.Arch
+	case opts.Arch != "" && opts.Arch != arch:
+		return backend{}, usagef("tune", "--arch %s: --replay %s was recorded for %s", opts.Arch, opts.Replay, arch)
+	}
+	sp, err := familySpace("tune", prob, arch)
+	if err != nil {
+		return backend{}, err
+	}
+	sp.Constraints = append(sp.Constraints, rp.Constraint())
+	env := h.Env
+	env.Arch = arch
+	return backend{
+		name:    "replay " + filepath.Base(opts.Replay),
+		problem: prob,
+		space:   sp,
+		eval:    rp,
+		env:     env,
+		clock:   evo.NewVirtualClock(opts.Parallel),
+		close:   func() error { return nil },
+	}, nil
+}
+
+// gpuBackend compiles and times candidates on this machine's GPU.
+func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem) (backend, error) {
+	return backend{}, errors.New("tune: no GPU evaluator in this build; use --replay FILE to search a recorded file")
+}
+
+// openArchive opens the archive in dir for meta's problem, or creates it,
+// and returns the saved search state (nil for a new search). An archive of
+// another problem is refused with the fields that differ.
+func openArchive(dir string, meta elites.Meta) (*elites.Archive, []byte, error) {
+	exists, err := elites.Exists(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tune --archive: %w", err)
+	}
+	if !exists {
+		a, err := elites.Create(dir, meta)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tune --archive: %w", err)
+		}
+		return a, nil, nil
+	}
+	a, err := elites.Open(dir, meta, elites.OpenOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("tune --archive: %w", err)
+	}
+	state, err := a.State()
+	if err != nil {
+		a.Close()
+		return nil, nil, fmt.Errorf("tune --archive: %w", err)
+	}
+	return a, state, nil
+}
+
+// seedFrom would start the search from the elites of another archive; the
+// search cannot take seed configs yet, so it checks the archive and says so.
+func seedFrom(dir, archive string, meta elites.Meta) error {
+	if exists, err := elites.Exists(archive); err != nil {
+		return fmt.Errorf("tune --archive: %w", err)
+	} else if exists {
+		return usagef("tune", "--seed-from %s: archive %s already holds a search; seeding starts a new one", dir, archive)
+	}
+	src, err := elites.Open(dir, meta, elites.OpenOptions{Seed: true})
+	if err != nil {
+		return fmt.Errorf("tune --seed-from: %w", err)
+	}
+	defer src.Close()
+	return fmt.Errorf("tune --seed-from %s: the search cannot start from seed configs in this build", dir)
+}
+
+// stateGeneration reads the generation number from a saved search state,
+// for the resume message only: 0 when the state does not say.
+func stateGeneration(state []byte) int {
+	var s struct {
+		Generation int `json:"generation"`
+	}
+	if json.Unmarshal(state, &s) != nil {
+		return 0
+	}
+	return s.Generation
+}
+
+// moduleVersion is the version recorded in a new archive's identity.
+func moduleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	return versionLine(info)
+}
+
+// writeSummary prints how the run ended, the counts and the elites.
+func writeSummary(w io.Writer, s evo.Summary, a *elites.Archive, opts tuneOptions, b backend) {
+	var why string
+	switch s.Stop {
+	case evo.StopBudget:
+		why = fmt.Sprintf("done: --evals %d reached", opts.Evals)
+	case evo.StopTime:
+		why = fmt.Sprintf("done: --budget %s spent", human(opts.Budget))
+	case evo.StopExhausted:
+		why = "done: every valid configuration has been evaluated"
+	case evo.StopCancelled:
+		why = "stopped: interrupted; the archive is complete, run the same command to resume"
+	default:
+		why = "stopped by an error"
+	}
+	clock := ""
+	if _, ok := b.clock.(*evo.VirtualClock); ok {
+		clock = " (replayed costs)"
+	}
+	fmt.Fprintf(w, "%s\n", why)
+	fmt.Fprintf(w, "%d evaluations, %d answered from the archive, %d generations, elapsed %s%s%s\n",
+		s.Evals, s.StoreHits, s.Generations, human(s.Elapsed), clock, statusCounts(s.ByStatus))
+	if len(s.Elites) > 0 {
+		best := s.Elites[0]
+		fmt.Fprintf(w, "best: %s µs (%s)\n  key %s\n", us(best.Objective), b.describe(best.Key), best.Key)
+	}
+	fmt.Fprintln(w)
+	rep := newShowReport(a, opts.Elites)
+	rep.write(w, "table")
 }
 
 // validate checks the flag values that do not need the archive or a GPU.
@@ -129,6 +387,8 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		return usagef("tune", "--population must be at least 2")
 	case o.Elites <= 0:
 		return usagef("tune", "--elites must be positive")
+	case o.Elites > o.Population:
+		return usagef("tune", "--elites %d exceeds --population %d", o.Elites, o.Population)
 	case o.Jobs < 0:
 		return usagef("tune", "--jobs must not be negative")
 	case o.ProgressEvery <= 0:
