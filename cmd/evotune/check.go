@@ -2,7 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"evotune/kernels"
+	"evotune/runner"
+	"evotune/space"
 )
 
 // checkOptions are the flags of evotune check.
@@ -10,9 +19,7 @@ type checkOptions struct {
 	problem     problemFlags
 	Config      string
 	CompileOnly bool
-	Arch        string
-	NVCC        string
-	Cache       string
+	gpu         gpuSetup
 	GPU         int
 }
 
@@ -20,7 +27,7 @@ func checkCommand() command {
 	return command{
 		name:     "check",
 		summary:  "run one configuration through every gate and print what each said",
-		synopsis: "evotune check --config k=v,... [--shape BxHxSxD] [--dtype fp16|bf16] [--causal] [--compile-only] [--arch sm_XY]",
+		synopsis: "evotune check [--config k=v,...] [--shape BxHxSxD] [--dtype fp16|bf16] [--causal] [--compile-only] [--arch sm_XY]",
 		examples: `  # The family's default configuration, on this machine's GPU.
   evotune check
 
@@ -37,15 +44,194 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&opts.Config, "config", opts.Config, "the configuration as `k=v,...`; knobs not named take their default")
 	opts.problem.register(fs, true)
 	fs.BoolVar(&opts.CompileOnly, "compile-only", opts.CompileOnly, "stop after the ptxas gate (no GPU needed)")
-	fs.StringVar(&opts.Arch, "arch", opts.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
-	fs.StringVar(&opts.NVCC, "nvcc", opts.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
-	fs.StringVar(&opts.Cache, "cache", opts.Cache, "compile cache `directory` (default: the user cache directory)")
+	fs.StringVar(&opts.gpu.Arch, "arch", opts.gpu.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
+	fs.StringVar(&opts.gpu.NVCC, "nvcc", opts.gpu.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
+	fs.StringVar(&opts.gpu.Cache, "cache", opts.gpu.Cache, "compile cache `directory` (default: the user cache directory)")
 	fs.IntVar(&opts.GPU, "gpu", opts.GPU, "index of the GPU to check on")
 	if _, err := c.parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	if _, err := opts.problem.problem("check"); err != nil {
+	prob, err := opts.problem.problem("check")
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("check: not wired to the runner yet")
+	if opts.GPU < 0 {
+		return usagef("check", "--gpu %d: want a GPU index", opts.GPU)
+	}
+	if opts.gpu.Arch != "" {
+		if _, err := kernels.TargetFor(opts.gpu.Arch); err != nil {
+			return usagef("check", "--arch: %v", err)
+		}
+	}
+	// The config is read against the architecture's default space first, so
+	// that a mistyped knob is reported before any GPU or nvcc is looked for.
+	sp, err := familySpace("check", prob, cmpOr(opts.gpu.Arch, "sm_89"))
+	if err != nil {
+		return err
+	}
+	cfg, err := sp.Parse(opts.Config)
+	if err != nil {
+		return usagef("check", "--config %q: %v", opts.Config, err)
+	}
+	if opts.CompileOnly {
+		return compileOnly(ctx, c.stdout, opts, prob, cfg)
+	}
+	opts.gpu.GPUs = []int{opts.GPU}
+	rig, err := openGPU(ctx, "check", opts.gpu, c.stderr)
+	if err != nil {
+		return fmt.Errorf("%w (use --compile-only --arch sm_XY to check without a GPU)", err)
+	}
+	defer rig.Close()
+	sp, err = kernels.SDPASpace(prob, rig.target)
+	if err != nil {
+		return usagef("check", "--shape: %v", err)
+	}
+	pipe, err := rig.pipeline(prob, sp)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	r := pipe.Evaluate(ctx, cfg)
+	writeGates(c.stdout, r)
+	if !r.OK() {
+		return fmt.Errorf("check: %s stopped at the %s gate", r.Key, r.Gate)
+	}
+	return nil
+}
+
+// compileOnly takes cfg through the constraint, nvcc and ptxas gates on the
+// named architecture (or the GPU's, when there is one) and prints the
+// figures and the cubin's path.
+func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem, cfg space.Config) error {
+	arch := opts.gpu.Arch
+	if arch == "" {
+		n, err := runner.OpenNVML()
+		if err != nil {
+			return usagef("check", "--compile-only needs --arch on a machine with no GPU (%v)", err)
+		}
+		devs, err := n.Devices()
+		n.Close()
+		if err != nil || opts.GPU >= len(devs) {
+			return usagef("check", "--compile-only: cannot read GPU %d's architecture; name it with --arch", opts.GPU)
+		}
+		if arch, err = runner.ResolveArch("", devs[opts.GPU].ComputeCap); err != nil {
+			return usagef("check", "--arch: %v", err)
+		}
+	}
+	target, err := kernels.TargetFor(arch)
+	if err != nil {
+		return usagef("check", "--arch: %v", err)
+	}
+	sp, err := kernels.SDPASpace(prob, target)
+	if err != nil {
+		return usagef("check", "--shape: %v", err)
+	}
+	fmt.Fprintf(w, "config:     %s\n", cfg.Key())
+	fmt.Fprintf(w, "problem:    %s on %s\n", problemLine(prob), arch)
+	if err := sp.Check(cfg); err != nil {
+		fmt.Fprintf(w, "constraint: rejected: %v\n", err)
+		return fmt.Errorf("check: %s stopped at the constraint gate", cfg.Key())
+	}
+	fmt.Fprintln(w, "constraint: ok")
+	flags, err := sp.Flags(cfg)
+	if err != nil {
+		return fmt.Errorf("check: rendering flags: %w", err)
+	}
+	nvcc, err := runner.FindNVCC(ctx, opts.gpu.NVCC, os.Getenv("CUDA_HOME"))
+	if err != nil {
+		return fmt.Errorf("check --nvcc: %w", err)
+	}
+	cacheDir, err := cacheDirectory(opts.gpu.Cache)
+	if err != nil {
+		return fmt.Errorf("check --cache: %w", err)
+	}
+	cache, err := runner.OpenCache(filepath.Join(cacheDir, "cubins"), 0)
+	if err != nil {
+		return fmt.Errorf("check --cache: %w", err)
+	}
+	pool, err := runner.NewCompilePool(runner.CompileOptions{NVCC: nvcc, Arch: arch, Source: kernels.SDPASource(), Cache: cache, Jobs: 1})
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	defer pool.Close()
+	cub, err := pool.Compile(ctx, flags)
+	var ce *runner.CompileError
+	if errors.As(err, &ce) {
+		fmt.Fprintf(w, "compile:    failed: %s\n", ce.Reason)
+		return fmt.Errorf("check: %s stopped at the compile gate", cfg.Key())
+	}
+	if err != nil {
+		return fmt.Errorf("check: compiling: %w", err)
+	}
+	defer cub.Release()
+	cached := ""
+	if cub.Cached {
+		cached = " (from the cache)"
+	}
+	fmt.Fprintf(w, "compile:    ok, nvcc %s, %.1f s%s\n", nvcc.Version, cub.CompileSec, cached)
+	fmt.Fprintf(w, "flags:      %s\n", strings.Join(flags, " "))
+	rep, err := runner.ParsePtxas(cub.Ptxas)
+	if err != nil {
+		return fmt.Errorf("check: reading ptxas output: %w", err)
+	}
+	worst := rep.Worst()
+	for _, f := range rep.Functions {
+		if f.Entry {
+			fmt.Fprintf(w, "ptxas:      %s: %s\n", f.Name, ptxasLine(f.Ptxas))
+		}
+	}
+	fmt.Fprintf(w, "cubin:      %s\n", cub.Path)
+	if reason := runner.DefaultGateLimits(target.SharedPerBlock).Check(worst); reason != "" {
+		fmt.Fprintf(w, "ptxas gate: rejected: %s\n", reason)
+		return fmt.Errorf("check: %s stopped at the ptxas gate", cfg.Key())
+	}
+	fmt.Fprintln(w, "ptxas gate: ok (correctness and timing need a GPU)")
+	return nil
+}
+
+func ptxasLine(p space.Ptxas) string {
+	return fmt.Sprintf("%d registers, %d B spill stores, %d B spill loads, %d B static shared, %d B stack",
+		p.Registers, p.SpillStores, p.SpillLoads, p.SharedBytes, p.StackBytes)
+}
+
+// writeGates prints what each gate said about r, in gate order, as far as
+// r got.
+func writeGates(w io.Writer, r space.Result) {
+	fmt.Fprintf(w, "config:      %s\n", r.Key)
+	fmt.Fprintf(w, "environment: %s (%s), driver %s, nvcc %s, source %s\n", orUnknown(r.Env.GPU), orUnknown(r.Env.Arch),
+		orUnknown(r.Env.Driver), orUnknown(r.Env.NVCC), shortHash(r.Env.SourceHash))
+	gates := []space.Gate{space.GateConstraint, space.GateCompile, space.GatePtxas, space.GateCorrectness, space.GateTimed}
+	for _, g := range gates {
+		if g == r.Gate && !r.OK() {
+			fmt.Fprintf(w, "%-12s %s: %s\n", string(g)+":", r.Status, r.Reason)
+			return
+		}
+		switch g {
+		case space.GateConstraint:
+			fmt.Fprintln(w, "constraint:  ok")
+		case space.GateCompile:
+			fmt.Fprintf(w, "compile:     ok, %.1f s\n", r.Cost.CompileSec)
+		case space.GatePtxas:
+			if r.Ptxas != nil {
+				fmt.Fprintf(w, "ptxas:       ok, %s\n", ptxasLine(*r.Ptxas))
+			}
+		case space.GateCorrectness:
+			if a := r.Accuracy; a != nil {
+				fmt.Fprintf(w, "correctness: ok over %d cases, max abs err %.3g, mean abs err %.3g, rel L2 %.3g, bad %.3g%%\n",
+					a.Cases, a.MaxAbsErr, a.MeanAbsErr, a.RelL2, 100*a.BadFrac)
+			}
+		case space.GateTimed:
+			for _, t := range r.Timings {
+				fmt.Fprintf(w, "timed:       %s: p50 %s µs (95%% CI %s – %s), p90 %s, p99 %s µs, SM clock %d MHz, %d °C%s\n",
+					t.Shape, us(t.P50US), us(t.CILowUS), us(t.CIHighUS), us(t.P90US), us(t.P99US), t.SMClockMHz, t.TempC, throttled(t))
+			}
+			fmt.Fprintf(w, "objective:   %s µs\n", us(r.Objective))
+		}
+	}
+}
+
+func throttled(t space.Timing) string {
+	if !t.Throttled {
+		return ""
+	}
+	return ", throttled: " + strings.Join(t.ThrottleReasons, " ")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -104,7 +103,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if opts.Replay != "" {
 		b, err = replayBackend(opts, prob, problemSet)
 	} else {
-		b, err = gpuBackend(ctx, opts, prob)
+		b, err = gpuBackend(ctx, opts, prob, c.stderr)
 	}
 	if err != nil {
 		return err
@@ -259,11 +258,6 @@ func replayBackend(opts tuneOptions, prob space.Problem, problemSet bool) (backe
 		clock:   evo.NewVirtualClock(opts.Parallel),
 		close:   func() error { return nil },
 	}, nil
-}
-
-// gpuBackend compiles and times candidates on this machine's GPU.
-func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem) (backend, error) {
-	return backend{}, errors.New("tune: no GPU evaluator in this build; use --replay FILE to search a recorded file")
 }
 
 // openArchive opens the archive in dir for meta's problem, or creates it,
