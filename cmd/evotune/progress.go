@@ -26,12 +26,16 @@ type progressReporter struct {
 	describe func(key string) string
 
 	bar       *progressbar.ProgressBar
-	lastLine  time.Time
-	lastTenth int // the tenth of the budget reached at the last plain line
+	lastLine  time.Time // when the last plain line, or the bar, was drawn
+	lastTenth int       // the tenth of the budget reached at the last plain line
 }
 
 func newProgressReporter(w io.Writer, terminal bool, now func() time.Time, every time.Duration, describe func(string) string) *progressReporter {
-	return &progressReporter{w: w, terminal: terminal, now: now, every: every, describe: describe, lastLine: now()}
+	r := &progressReporter{w: w, terminal: terminal, now: now, every: every, describe: describe, lastLine: now()}
+	if terminal {
+		r.lastLine = time.Time{} // draw the bar at the first result
+	}
+	return r
 }
 
 // update shows p.
@@ -112,7 +116,6 @@ func (r *progressReporter) updateBar(p evo.Progress) {
 			progressbar.OptionSetWriter(r.w),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionThrottle(100 * time.Millisecond),
 			progressbar.OptionSetElapsedTime(false),
 			progressbar.OptionShowDescriptionAtLineEnd(),
 		}
@@ -132,15 +135,22 @@ func (r *progressReporter) updateBar(p evo.Progress) {
 	if p.ETA > 0 {
 		fmt.Fprintf(&desc, ", eta %s", human(p.ETA))
 	}
-	r.bar.Describe(strings.TrimSpace(desc.String()))
-	if p.MaxEvals > 0 {
-		r.bar.Set64(int64(p.Evals))
-	} else if p.MaxTime > 0 {
-		r.bar.Set64(int64(min(p.Elapsed, p.MaxTime) / time.Second))
-	} else {
-		r.bar.Set64(int64(p.Evals))
+	// Describe draws at once, so the value is set first; and the bar is
+	// drawn at most every barEvery, since a replay reports thousands of
+	// results a second.
+	if now := r.now(); now.Sub(r.lastLine) >= barEvery {
+		r.lastLine = now
+		if p.MaxEvals == 0 && p.MaxTime > 0 {
+			r.bar.Set64(int64(min(p.Elapsed, p.MaxTime) / time.Second))
+		} else {
+			r.bar.Set64(int64(p.Evals))
+		}
+		r.bar.Describe(strings.TrimSpace(desc.String()))
 	}
 }
+
+// barEvery is the shortest interval between two drawings of the bar.
+const barEvery = 100 * time.Millisecond
 
 // finish clears the bar so that the summary that follows starts on a
 // clean line.
