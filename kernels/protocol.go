@@ -54,6 +54,7 @@ type Request struct {
 	Samples     int     `json:"samples,omitempty"`       // at least 30
 	MinSampleUS float64 `json:"min_sample_us,omitempty"` // each sample lasts at least this long
 	NoRotate    bool    `json:"no_rotate,omitempty"`     // reuse one input set (L2-hot)
+	Eager       bool    `json:"eager,omitempty"`         // plain launches between events, no graph: host launch cost included
 }
 
 // A Response answers one Request. Error is set when the request failed; then

@@ -533,6 +533,7 @@ struct Request {
     int samples = 50;
     double minSampleUs = 200;
     bool noRotate = false;
+    bool eager = false;
 
     size_t elems() const { return static_cast<size_t>(b) * h * s * d; }
     float softmaxScale() const { return scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(d)); }
@@ -621,6 +622,7 @@ Request parseRequest(const Json& j) {
     if (r.minSampleUs <= 0) r.minSampleUs = 200;
     if (r.minSampleUs > 1e6) throw BadRequest(format("field min_sample_us: %g is over one second", r.minSampleUs));
     r.noRotate = getBool(j, "no_rotate");
+    r.eager = getBool(j, "eager");
     return r;
 }
 
@@ -978,6 +980,10 @@ public:
         std::vector<CUfunction> fns = load(r);
         prepareTimeSets(r);
         workspace_.reserve(static_cast<size_t>(r.workspaceBytes), "workspace");
+        if (r.eager) {
+            timeEager(r, fns, w);
+            return;
+        }
 
         // Calibrate: grow the graph until one replay lasts min_sample_us.
         constexpr int kMaxLaunches = 4096;
@@ -1028,6 +1034,80 @@ public:
         w.numbers("samples_us", samples);
         w.integer("launches_per_sample", n);
         w.integer("input_sets", timeSets_);
+    }
+
+    // timeEager times plain launches, no graph: each sample is a batch of
+    // launches between two events, so the host's launch cost counts as it
+    // does for a framework calling the kernel eagerly. The batch holds at
+    // least kMinEagerCalls launches (as torch_sdpa.py's eager loop) and
+    // grows until it lasts min_sample_us.
+    void timeEager(const Request& r, const std::vector<CUfunction>& fns, JsonWriter& w) {
+        constexpr int kMinEagerCalls = 100;
+        constexpr int kMaxLaunches = 4096;
+        int n = kMinEagerCalls;
+        for (;;) {
+            launchEager(r, fns, n);  // also a warm-up of the batch size
+            RT(cudaStreamSynchronize(stream_));
+            double us = eagerMicros(r, fns, n);
+            if (us >= r.minSampleUs || n >= kMaxLaunches) break;
+            double want = r.minSampleUs * 1.2 / std::max(us, 1e-3);
+            int grow = 2;
+            while (grow < want && grow < kMaxLaunches) grow *= 2;
+            n = std::min(n * grow, kMaxLaunches);
+        }
+
+        // Warm up: at least r.warmup batches and at least 20 ms.
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0;; i++) {
+            launchEager(r, fns, n);
+            RT(cudaStreamSynchronize(stream_));
+            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (i + 1 >= r.warmup && ms >= 20) break;
+        }
+
+        // Each sample waits for the previous one, so that a batch's launches
+        // are not hidden behind a queue of earlier work.
+        std::vector<double> samples;
+        for (int i = 0; i < r.samples; i++) samples.push_back(eagerMicros(r, fns, n) / n);
+        w.numbers("samples_us", samples);
+        w.integer("launches_per_sample", n);
+        w.integer("input_sets", timeSets_);
+    }
+
+    // launchEager enqueues calls plain launches over the rotating input sets.
+    void launchEager(const Request& r, const std::vector<CUfunction>& fns, int calls) {
+        size_t tensor = setStride_ / 4;
+        for (int i = 0; i < calls; i++) {
+            char* base = timeBuf_.get<char>() + static_cast<size_t>(i % timeSets_) * setStride_;
+            SdpaParams p = params(r, base, base + tensor, base + 2 * tensor, base + 3 * tensor);
+            launchPlan(r, fns, p);
+        }
+    }
+
+    // eagerMicros is the time of one batch of calls plain launches between events.
+    double eagerMicros(const Request& r, const std::vector<CUfunction>& fns, int calls) {
+        cudaEvent_t a = nullptr, b = nullptr;
+        RT(cudaEventCreate(&a));
+        cudaError_t err = cudaEventCreate(&b);
+        if (err != cudaSuccess) {
+            cudaEventDestroy(a);
+            RT(err);
+        }
+        float ms = 0;
+        try {
+            RT(cudaEventRecord(a, stream_));
+            launchEager(r, fns, calls);
+            RT(cudaEventRecord(b, stream_));
+            RT(cudaEventSynchronize(b));
+            RT(cudaEventElapsedTime(&ms, a, b));
+        } catch (...) {
+            cudaEventDestroy(a);
+            cudaEventDestroy(b);
+            throw;
+        }
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        return static_cast<double>(ms) * 1000.0;
     }
 
     // dumpReference writes the inputs and the reference of one case.
