@@ -19,8 +19,11 @@ type checkOptions struct {
 	problem     problemFlags
 	Config      string
 	CompileOnly bool
-	gpu         gpuSetup
-	GPU         int
+	// KernelSource is a .cu file compiled in place of the embedded
+	// kernel source.
+	KernelSource string
+	gpu          gpuSetup
+	GPU          int
 }
 
 func checkCommand() command {
@@ -48,6 +51,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&opts.gpu.NVCC, "nvcc", opts.gpu.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
 	fs.StringVar(&opts.gpu.Cache, "cache", opts.gpu.Cache, "compile cache `directory` (default: the user cache directory)")
 	fs.IntVar(&opts.GPU, "gpu", opts.GPU, "index of the GPU to check on")
+	fs.StringVar(&opts.KernelSource, "kernel-source", opts.KernelSource, "compile this .cu `file` in place of the embedded kernel (same entry points and SdpaParams)")
 	if _, err := c.parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -73,8 +77,14 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return usagef("check", "--config %q: %v", opts.Config, err)
 	}
+	src := kernels.SDPASource()
+	if opts.KernelSource != "" {
+		if src, err = readKernelSource("check", opts.KernelSource); err != nil {
+			return err
+		}
+	}
 	if opts.CompileOnly {
-		return compileOnly(ctx, c.stdout, opts, prob, cfg)
+		return compileOnly(ctx, c.stdout, opts, prob, cfg, src)
 	}
 	opts.gpu.GPUs = []int{opts.GPU}
 	rig, err := openGPU(ctx, "check", opts.gpu, c.stderr)
@@ -82,6 +92,11 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("%w (use --compile-only --arch sm_XY to check without a GPU)", err)
 	}
 	defer rig.Close()
+	if opts.KernelSource != "" {
+		if err := rig.useSource("check", src, opts.gpu); err != nil {
+			return err
+		}
+	}
 	sp, err = kernels.SDPASpace(prob, rig.target)
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
@@ -100,8 +115,8 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 
 // compileOnly takes cfg through the constraint, nvcc and ptxas gates on the
 // named architecture (or the GPU's, when there is one) and prints the
-// figures and the cubin's path.
-func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem, cfg space.Config) error {
+// figures and the cubin's path. src is the kernel source it compiles.
+func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem, cfg space.Config, src kernels.Source) error {
 	arch := opts.gpu.Arch
 	if arch == "" {
 		n, err := runner.OpenNVML()
@@ -148,7 +163,7 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	if err != nil {
 		return fmt.Errorf("check --cache: %w", err)
 	}
-	pool, err := runner.NewCompilePool(runner.CompileOptions{NVCC: nvcc, Arch: arch, Source: kernels.SDPASource(), Cache: cache, Jobs: 1})
+	pool, err := runner.NewCompilePool(runner.CompileOptions{NVCC: nvcc, Arch: arch, Source: src, Cache: cache, Jobs: 1})
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}

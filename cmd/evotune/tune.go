@@ -38,6 +38,9 @@ type tuneOptions struct {
 	Jobs       int
 	Cache      string
 	Quiet      bool
+	// KernelSource is a .cu file compiled in place of the embedded
+	// kernel source.
+	KernelSource string
 	// ProgressEvery is how often a plain progress line is printed when
 	// stderr is not a terminal.
 	ProgressEvery time.Duration
@@ -102,6 +105,11 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	var err error
 	if opts.Replay != "" {
 		b, err = replayBackend(opts, prob, problemSet)
+	} else if opts.KernelSource != "" {
+		var src kernels.Source
+		if src, err = readKernelSource("tune", opts.KernelSource); err == nil {
+			b, err = gpuBackendFrom(ctx, opts, prob, src, c.stderr)
+		}
 	} else {
 		b, err = gpuBackend(ctx, opts, prob, c.stderr)
 	}
@@ -173,6 +181,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&o.GPUs, "gpus", o.GPUs, "GPU indices to time on, e.g. 0,1 (default: GPU 0)")
 	fs.IntVar(&o.Jobs, "jobs", o.Jobs, "parallel nvcc compiles (0: one per CPU)")
 	fs.StringVar(&o.Cache, "cache", o.Cache, "compile cache `directory` (default: the user cache directory)")
+	fs.StringVar(&o.KernelSource, "kernel-source", o.KernelSource, "compile this .cu `file` in place of the embedded kernel (same entry points and SdpaParams)")
 	fs.BoolVar(&o.Quiet, "quiet", o.Quiet, "no progress output")
 	fs.DurationVar(&o.ProgressEvery, "progress-every", o.ProgressEvery, "interval of the plain progress lines printed when stderr is not a terminal")
 }
@@ -387,6 +396,8 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		return usagef("tune", "--jobs must not be negative")
 	case o.ProgressEvery <= 0:
 		return usagef("tune", "--progress-every must be positive")
+	case o.KernelSource != "" && o.Replay != "":
+		return usagef("tune", "--kernel-source: --replay answers from a recording and compiles nothing")
 	case o.Arch != "" && !strings.HasPrefix(o.Arch, "sm_"):
 		return usagef("tune", "--arch %q: want sm_XY, e.g. sm_89", o.Arch)
 	}
