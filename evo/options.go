@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"evotune/space"
 )
 
 // The strategies a Search can run, by name.
@@ -47,6 +49,14 @@ type Options struct {
 	// Stagnation is the number of generations without a new best after
 	// which a quarter of the next batch is fresh random configs (evo only).
 	Stagnation int
+	// Seeds are configs to start from, best first, for instance the elites
+	// of another archive (evo only). The first generation proposes the
+	// space's default, then each seed that is valid in this space, then
+	// random configs; seeds that are not valid here are skipped, and those
+	// past the first generation's size are not used. Seeds shape only the
+	// first generation, which the saved state holds, so a restored search
+	// does not need them.
+	Seeds []space.Config
 	// Parallel is how many candidates are evaluated at once.
 	Parallel int
 	// MaxEvals bounds the evaluations that really ran: results recorded

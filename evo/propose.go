@@ -87,9 +87,27 @@ func (s *Search) next(fresh bool) (proposal, bool) {
 		if !s.seen[d.Hash()] && s.space.Check(d) == nil {
 			return proposal{Config: d, Origin: originDefault}, true
 		}
+		if p, ok := s.seed(); ok {
+			return p, true
+		}
 		return s.sample(originRandom)
 	}
 	return s.child()
+}
+
+// seed returns the first of Options.Seeds that is valid in the space and
+// not yet seen, while the first generation is being proposed; later
+// generations breed from what the seeds became.
+func (s *Search) seed() (proposal, bool) {
+	if s.st.Generation > 0 {
+		return proposal{}, false
+	}
+	for _, c := range s.opts.Seeds {
+		if !s.seen[c.Hash()] && s.space.Check(c) == nil {
+			return proposal{Config: c.Clone(), Origin: originSeed}, true
+		}
+	}
+	return proposal{}, false
 }
 
 // sample draws a uniform valid config not seen in this run.

@@ -8,6 +8,7 @@ const stateVersion = 1
 // Origins of a proposed config.
 const (
 	originDefault   = "default"   // the space's hand-picked config
+	originSeed      = "seed"      // a config of Options.Seeds
 	originRandom    = "random"    // a uniform sample
 	originInject    = "inject"    // a uniform sample injected after stagnation
 	originEnumerate = "enumerate" // the next config in Enumerate order
