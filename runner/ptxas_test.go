@@ -35,15 +35,15 @@ func TestParsePtxasCaptured(t *testing.T) {
 		{"stack.nvcc11.8.sm_89.txt",
 			space.Ptxas{Registers: 40, StackBytes: 128},
 			space.Ptxas{Registers: 40, StackBytes: 128}, 1, 0},
-		{"spills.nvcc13.0.sm_90.written-not-captured.txt",
-			space.Ptxas{Registers: 32, SpillStores: 2288, SpillLoads: 2352, StackBytes: 1240},
-			space.Ptxas{Registers: 32, SpillStores: 2288, SpillLoads: 2352, StackBytes: 1240}, 1, 0},
-		{"smem.nvcc13.0.sm_90.written-not-captured.txt",
+		{"spills.nvcc13.0.sm_90.txt",
+			space.Ptxas{Registers: 32, SpillStores: 2812, SpillLoads: 2864, StackBytes: 1728},
+			space.Ptxas{Registers: 32, SpillStores: 2812, SpillLoads: 2864, StackBytes: 1728}, 1, 0},
+		{"smem.nvcc13.0.sm_90.txt",
 			space.Ptxas{Registers: 14, SharedBytes: 16640},
 			space.Ptxas{Registers: 40, SharedBytes: 16640}, 2, 1},
-		{"stack.nvcc13.0.sm_90.written-not-captured.txt",
-			space.Ptxas{Registers: 40, StackBytes: 128},
-			space.Ptxas{Registers: 40, StackBytes: 128}, 1, 0},
+		{"stack.nvcc13.0.sm_90.txt",
+			space.Ptxas{Registers: 31, StackBytes: 128},
+			space.Ptxas{Registers: 31, StackBytes: 128}, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
