@@ -2,6 +2,7 @@
 #
 #   make tune         tune the mission shape on this machine's GPU (needs a GPU, nvcc)
 #   make tune-replay  a search against the committed synthetic replay file (anywhere)
+#   make bench        time ARCHIVE's best beside the default and PyTorch SDPA (needs a GPU, nvcc, PyTorch)
 #   make test         every test, including the fuzz seed corpora
 #   make lint         gofmt and go vet
 #   make fuzz         each fuzz target for FUZZTIME
@@ -13,10 +14,11 @@ BUDGET       ?= 8h
 ARCHIVE      ?= evotune-archive
 REPLAY       ?= runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz
 REPLAY_ARCHIVE ?= evotune-replay-archive
+BENCH_OUT    ?= results/bench-$(shell date -u +%Y%m%d)
 TEST_TIMEOUT ?= 10m
 FUZZTIME     ?= 2m
 
-.PHONY: build test tune tune-replay lint fuzz
+.PHONY: build test tune tune-replay bench lint fuzz
 
 build:
 	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/evotune
@@ -29,6 +31,10 @@ tune: build
 
 tune-replay: build
 	$(BIN) tune --replay $(REPLAY) --archive $(REPLAY_ARCHIVE) --budget 2h
+
+# bench needs a GPU: evotune bench says so and fails where there is none.
+bench: build
+	$(BIN) bench --archive $(ARCHIVE) --out $(BENCH_OUT)
 
 lint:
 	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -42,6 +42,7 @@ func commands() []command {
 		exportCommand(),
 		spaceCommand(),
 		checkCommand(),
+		benchCommand(),
 		devicesCommand(),
 		mergeCommand(),
 		versionCommand(),
