@@ -108,6 +108,9 @@ const (
 	maxTournament = 64
 )
 
+// Validate reports the first option that is out of range, as New would.
+func (o Options) Validate() error { return o.validate() }
+
 // validate reports the first option that is out of range.
 func (o Options) validate() error {
 	if !slices.Contains(Strategies(), o.Strategy) {
