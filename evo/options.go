@@ -82,6 +82,10 @@ type Options struct {
 	// OnGeneration, when set, is called after each generation is absorbed,
 	// with its results in proposal order.
 	OnGeneration func(Generation)
+	// Confirmer, when set, re-measures a challenger beside the elite it
+	// would displace, and the incumbent stays unless the challenger is
+	// faster beyond the noise; nil ranks by recorded objective alone.
+	Confirmer Confirmer
 }
 
 // DefaultOptions returns the default options: the evo strategy with a

@@ -266,7 +266,16 @@ func (s *Search) Run(ctx context.Context) (Summary, error) {
 			s.cancelled = true
 			return s.summary(StopCancelled), nil
 		}
-		gen := s.absorb(results)
+		gen, err := s.absorb(ctx, results)
+		if err != nil {
+			if ctx.Err() != nil {
+				// Cancelled while confirming: the batch is absorbed again,
+				// from the store, by a restored search.
+				s.cancelled = true
+				return s.summary(StopCancelled), nil
+			}
+			return s.summary(""), err
+		}
 		if err := s.save(); err != nil {
 			return s.summary(""), err
 		}
@@ -458,8 +467,8 @@ func eta(evals, maxEvals int, elapsed, maxTime time.Duration) time.Duration {
 
 // absorb takes a generation's results in proposal order: layer credit,
 // elites, stagnation and the next population. It returns the generation's
-// report.
-func (s *Search) absorb(results []space.Result) Generation {
+// report; an error comes from the Confirmer.
+func (s *Search) absorb(ctx context.Context, results []space.Result) (Generation, error) {
 	before := s.bestResult()
 	var kids []member
 	var trials, successes [2]int // by layer: macro, micro
@@ -475,7 +484,9 @@ func (s *Search) absorb(results []space.Result) Generation {
 			continue // failures are recorded in the store, never in the population
 		}
 		kids = append(kids, member{key: r.Key, config: r.Config, objective: r.Objective})
-		s.offerElite(r)
+		if err := s.offerElite(ctx, r); err != nil {
+			return Generation{}, err
+		}
 	}
 	s.st.Macro.update(trials[0], successes[0])
 	s.st.Micro.update(trials[1], successes[1])
@@ -495,21 +506,25 @@ func (s *Search) absorb(results []space.Result) Generation {
 	}
 	s.st.Batch = nil
 	s.st.Generation++
-	return gen
+	return gen, nil
 }
 
-// offerElite keeps r if it is among the best Elites OK results.
-func (s *Search) offerElite(r space.Result) {
+// offerElite keeps r if it is among the best Elites OK results (see admit).
+func (s *Search) offerElite(ctx context.Context, r space.Result) error {
 	for _, e := range s.elites {
 		if e.Key == r.Key {
-			return
+			return nil
 		}
+	}
+	if ok, err := s.admit(ctx, r); !ok || err != nil {
+		return err
 	}
 	s.elites = append(s.elites, r)
 	slices.SortFunc(s.elites, compareResults)
 	if len(s.elites) > s.st.Params.Elites {
 		s.elites = s.elites[:s.st.Params.Elites]
 	}
+	return nil
 }
 
 // bestResult is the best OK result so far, or nil.

@@ -72,4 +72,7 @@ type state struct {
 	Cursor int `json:"cursor"`
 	// Exhausted is set once no unseen valid config is left.
 	Exhausted bool `json:"exhausted,omitempty"`
+	// Verdicts are the Confirmer's answers, oldest first: a pair is never
+	// asked twice.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 }
