@@ -39,6 +39,7 @@ func commands() []command {
 	return []command{
 		tuneCommand(),
 		showCommand(),
+		reportCommand(),
 		exportCommand(),
 		spaceCommand(),
 		checkCommand(),
