@@ -2,6 +2,7 @@
 #
 #   make tune         tune the mission shape on this machine's GPU (needs a GPU, nvcc)
 #   make tune-replay  a search against the committed synthetic replay file (anywhere)
+#   make report       write ARCHIVE's report (report.md and SVG plots) into REPORT_OUT
 #   make bench        time ARCHIVE's best beside the default and PyTorch SDPA (needs a GPU, nvcc, PyTorch)
 #   make test         every test, including the fuzz seed corpora
 #   make lint         gofmt and go vet
@@ -14,11 +15,12 @@ BUDGET       ?= 8h
 ARCHIVE      ?= evotune-archive
 REPLAY       ?= runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz
 REPLAY_ARCHIVE ?= evotune-replay-archive
+REPORT_OUT   ?= evotune-report
 BENCH_OUT    ?= results/bench-$(shell date -u +%Y%m%d)
 TEST_TIMEOUT ?= 10m
 FUZZTIME     ?= 2m
 
-.PHONY: build test tune tune-replay bench lint fuzz
+.PHONY: build test tune tune-replay report bench lint fuzz
 
 build:
 	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/evotune
@@ -31,6 +33,9 @@ tune: build
 
 tune-replay: build
 	$(BIN) tune --replay $(REPLAY) --archive $(REPLAY_ARCHIVE) --budget 2h
+
+report: build
+	$(BIN) report --archive $(ARCHIVE) --out $(REPORT_OUT)
 
 # bench needs a GPU: evotune bench says so and fails where there is none.
 bench: build
