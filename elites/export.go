@@ -188,11 +188,32 @@ type TorchTiming struct {
 	EagerUS float64 `json:"eager_us,omitempty"`
 }
 
-// A TorchBench is the PyTorch side of a bench file.
+// A TorchBench is what a bench file says about PyTorch SDPA, and about
+// the configs it timed beside it in the same run.
 type TorchBench struct {
 	Path    string        `json:"path"`
 	Version string        `json:"torch,omitempty"` // PyTorch's version, when the file says
 	Timings []TorchTiming `json:"timings"`
+	// Ours holds the bench's own timings of configs, by shape.
+	Ours []BenchTiming `json:"ours,omitempty"`
+}
+
+// A BenchTiming is the bench's CUDA-graph time of one config on one shape.
+type BenchTiming struct {
+	Shape   string  `json:"shape"`
+	Key     string  `json:"key"`
+	GraphUS float64 `json:"graph_us"`
+}
+
+// OursOn returns the bench's time of config key on shape, measured in the
+// same run as PyTorch's.
+func (b TorchBench) OursOn(shape space.Shape, key string) (BenchTiming, bool) {
+	for _, t := range b.Ours {
+		if t.Shape == shape.String() && t.Key == key && t.GraphUS > 0 {
+			return t, true
+		}
+	}
+	return BenchTiming{}, false
 }
 
 // Fastest returns PyTorch's fastest backend on shape by CUDA-graph time.
@@ -209,11 +230,13 @@ func (b TorchBench) Fastest(shape space.Shape) (TorchTiming, bool) {
 
 // ReadTorchBench reads dir/bench.json, the file evotune bench leaves in an
 // archive, and returns its PyTorch timings. ok is false when there is no
-// such file. The file is a JSON object whose "torch" value holds the output
-// of bench/torch_sdpa.py --json: every object under it with a string
-// "shape", a string "backend", a positive "graph_us" and no "error" is a
-// timing, wherever it sits (a list of results, or one per shape row), so
-// the reader does not depend on how the bench groups them.
+// such file or it holds no PyTorch timing (PyTorch could not run). Every
+// object in the file with a string "shape", a string "backend", a positive
+// "graph_us" and no "error" is a PyTorch timing, wherever it sits (the
+// list torch_sdpa.py --json prints, or one map per shape row), so the
+// reader does not depend on how the bench groups them. A row's "ours"
+// object (a "key" and a "graph_us") is the bench's own timing of a config
+// on the row's "shape".
 func ReadTorchBench(dir string) (b TorchBench, ok bool, err error) {
 	path := filepath.Join(dir, BenchName)
 	data, err := os.ReadFile(path)
@@ -223,22 +246,17 @@ func ReadTorchBench(dir string) (b TorchBench, ok bool, err error) {
 	if err != nil {
 		return TorchBench{}, false, fmt.Errorf("reading the PyTorch benchmark: %w", err)
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return TorchBench{}, false, fmt.Errorf("reading the PyTorch benchmark %s: %w", path, err)
-	}
-	raw, found := top["torch"]
-	if !found {
-		return TorchBench{}, false, fmt.Errorf("reading the PyTorch benchmark %s: it has no \"torch\" section", path)
-	}
 	var tree any
-	if err := json.Unmarshal(raw, &tree); err != nil {
+	if err := json.Unmarshal(data, &tree); err != nil {
 		return TorchBench{}, false, fmt.Errorf("reading the PyTorch benchmark %s: %w", path, err)
+	}
+	if _, isObject := tree.(map[string]any); !isObject {
+		return TorchBench{}, false, fmt.Errorf("reading the PyTorch benchmark %s: want a JSON object", path)
 	}
 	b = TorchBench{Path: path}
 	collectTorch(tree, &b)
 	if len(b.Timings) == 0 {
-		return TorchBench{}, false, fmt.Errorf("reading the PyTorch benchmark %s: its \"torch\" section holds no timing", path)
+		return TorchBench{}, false, nil
 	}
 	slices.SortStableFunc(b.Timings, func(x, y TorchTiming) int {
 		return cmp.Or(cmp.Compare(x.Shape, y.Shape), cmp.Compare(x.Backend, y.Backend))
@@ -257,14 +275,20 @@ func collectTorch(v any, b *TorchBench) {
 		if version, ok := v["torch"].(string); ok && b.Version == "" {
 			b.Version = version
 		}
-		shape, ok1 := v["shape"].(string)
+		shape, hasShape := v["shape"].(string)
 		backend, ok2 := v["backend"].(string)
 		graph, ok3 := v["graph_us"].(float64)
 		errText, _ := v["error"].(string)
-		if ok1 && ok2 && ok3 && graph > 0 && errText == "" {
+		if hasShape && ok2 && ok3 && graph > 0 && errText == "" {
 			eager, _ := v["eager_us"].(float64)
 			b.Timings = append(b.Timings, TorchTiming{Shape: shape, Backend: backend, GraphUS: graph, EagerUS: eager})
 			return
+		}
+		if ours, ok := v["ours"].(map[string]any); ok && hasShape {
+			key, _ := ours["key"].(string)
+			if g, _ := ours["graph_us"].(float64); key != "" && g > 0 {
+				b.Ours = append(b.Ours, BenchTiming{Shape: shape, Key: key, GraphUS: g})
+			}
 		}
 		keys := make([]string, 0, len(v))
 		for k := range v {

@@ -124,12 +124,13 @@ func TestReadTorchBench(t *testing.T) {
 				{"shape": "1x8x512x64", "backend": "cudnn", "graph_us": 9.3, "eager_us": 40.4},
 				{"shape": "1x8x512x64", "backend": "efficient", "graph_us": 0, "error": "not supported"},
 				{"shape": "2x8x512x64", "backend": "cudnn", "graph_us": 1.0}]}}`},
-		{name: "rows per shape", ok: true, fastest: "flash:10.3",
-			content: `{"gpu": "NVIDIA H100", "torch": [{"shape": "1x8x512x64", "ours_us": 7,
-				"torch": [{"shape": "1x8x512x64", "backend": "flash", "graph_us": 10.3}]}]}`},
-		{name: "errors only", content: `{"torch": {"results": [{"shape": "1x8x512x64", "backend": "flash", "graph_us": 0, "error": "no GPU"}]}}`,
-			err: "holds no timing"},
-		{name: "no torch section", content: `{"rows": []}`, err: `has no "torch" section`},
+		{name: "rows per shape", ok: true, fastest: "flash:10.3", version: "2.11.0",
+			content: `{"gpu": "NVIDIA H100", "torch": "2.11.0", "rows": [{"shape": "1x8x512x64",
+				"ours": {"key": "block_m=64", "graph_us": 7.5},
+				"torch": {"flash": {"shape": "1x8x512x64", "backend": "flash", "graph_us": 10.3, "error": ""}}}]}`},
+		{name: "errors only", content: `{"torch": {"results": [{"shape": "1x8x512x64", "backend": "flash", "graph_us": 0, "error": "no GPU"}]}}`},
+		{name: "no timing", content: `{"rows": []}`},
+		{name: "not an object", content: `[]`, err: "want a JSON object"},
 		{name: "not JSON", content: `{"torch": `, err: "bench.json: unexpected end of JSON input"},
 	}
 	for _, tc := range cases {
@@ -156,6 +157,9 @@ func TestReadTorchBench(t *testing.T) {
 			f, found := b.Fastest(shapeA)
 			if got := fmt.Sprintf("%s:%g", f.Backend, f.GraphUS); !found || got != tc.fastest {
 				t.Errorf("fastest %q (found %v), want %q", got, found, tc.fastest)
+			}
+			if o, found := b.OursOn(shapeA, "block_m=64"); tc.name == "rows per shape" && (!found || o.GraphUS != 7.5) {
+				t.Errorf("the bench's own timing %v (found %v), want 7.5", o, found)
 			}
 			if b.Version != tc.version {
 				t.Errorf("version %q, want %q", b.Version, tc.version)

@@ -222,24 +222,44 @@ type torchShape struct {
 	Shape   space.Shape `json:"shape"`
 	Backend string      `json:"backend"`
 	TorchUS float64     `json:"torch_us"` // CUDA-graph replay
-	OursUS  float64     `json:"ours_us"`  // the exported config's p50 in the archive
-	Speedup float64     `json:"speedup"`  // TorchUS / OursUS
+	OursUS  float64     `json:"ours_us"`
+	// SameRun says OursUS is the bench's own timing of the exported config,
+	// beside PyTorch in one run; otherwise it is the config's p50 in the
+	// archive, measured on another occasion.
+	SameRun bool    `json:"same_run"`
+	Speedup float64 `json:"speedup"` // TorchUS / OursUS
 }
 
 func torchComparisonOf(b elites.TorchBench, best space.Result, p space.Problem) *torchComparison {
 	tc := &torchComparison{Bench: b.Path, Version: b.Version}
 	for _, shape := range p.Shapes {
 		t, ok := b.Fastest(shape)
-		ours, ok2 := elites.TimingOf(best, shape)
-		if !ok || !ok2 || !(ours.P50US > 0) {
+		if !ok {
 			continue
 		}
-		tc.Shapes = append(tc.Shapes, torchShape{Shape: shape, Backend: t.Backend, TorchUS: t.GraphUS, OursUS: ours.P50US, Speedup: t.GraphUS / ours.P50US})
+		ts := torchShape{Shape: shape, Backend: t.Backend, TorchUS: t.GraphUS}
+		if o, ok := b.OursOn(shape, best.Key); ok {
+			ts.OursUS, ts.SameRun = o.GraphUS, true
+		} else if archived, ok := elites.TimingOf(best, shape); ok && archived.P50US > 0 {
+			ts.OursUS = archived.P50US
+		} else {
+			continue
+		}
+		ts.Speedup = t.GraphUS / ts.OursUS
+		tc.Shapes = append(tc.Shapes, ts)
 	}
 	if len(tc.Shapes) == 0 {
 		return nil // the bench timed other shapes: nothing to compare
 	}
 	return tc
+}
+
+// source says where the comparison's two times come from.
+func (s torchShape) source() string {
+	if s.SameRun {
+		return "both timed in one run of evotune bench"
+	}
+	return "PyTorch from " + elites.BenchName + ", ours the archive's p50 from another run"
 }
 
 // A dispatchEntry is the best config for one shape of a multi-shape problem.
@@ -302,7 +322,7 @@ func (e export) header() string {
 		line("vs PyTorch SDPA", "not measured (no %s with a torch section in the archive)", elites.BenchName)
 	} else {
 		for _, s := range e.Torch.Shapes {
-			line("vs PyTorch SDPA", "%.2fx at %s (%s %s µs, CUDA-graph replay, from %s)", s.Speedup, s.Shape, s.Backend, us(s.TorchUS), elites.BenchName)
+			line("vs PyTorch SDPA", "%.2fx at %s (%s %s µs against %s µs, CUDA-graph replay, %s)", s.Speedup, s.Shape, s.Backend, us(s.TorchUS), us(s.OursUS), s.source())
 		}
 	}
 	if r.Ptxas != nil {
@@ -443,7 +463,7 @@ func (e export) commitMessage() (subject, body string) {
 		b.WriteString("speedup over PyTorch SDPA: not measured\n")
 	} else {
 		for _, s := range e.Torch.Shapes {
-			fmt.Fprintf(&b, "speedup over PyTorch SDPA: %.2fx at %s (%s %s µs)\n", s.Speedup, s.Shape, s.Backend, us(s.TorchUS))
+			fmt.Fprintf(&b, "speedup over PyTorch SDPA: %.2fx at %s (%s %s µs against %s µs, %s)\n", s.Speedup, s.Shape, s.Backend, us(s.TorchUS), us(s.OursUS), s.source())
 		}
 	}
 	p := e.Provenance

@@ -13,8 +13,8 @@
 //   weight:             1
 //   objective:          53.33 µs
 //   vs default config:  1.00x (default 53.33 µs, measured in the same archive)
-//   vs PyTorch SDPA:    1.34x at 1x8x512x64 (cudnn 28.40 µs, CUDA-graph replay, from bench.json)
-//   vs PyTorch SDPA:    1.54x at 2x8x512x64 (cudnn 49.50 µs, CUDA-graph replay, from bench.json)
+//   vs PyTorch SDPA:    1.33x at 1x8x512x64 (cudnn 28.40 µs against 21.40 µs, CUDA-graph replay, both timed in one run of evotune bench)
+//   vs PyTorch SDPA:    1.54x at 2x8x512x64 (cudnn 49.50 µs against 32.18 µs, CUDA-graph replay, PyTorch from bench.json, ours the archive's p50 from another run)
 //   ptxas:              141 registers, 0 bytes spilled, 0 bytes shared, 0 bytes stack
 //   measured:           2026-11-22T13:45:34Z
 //   exported:           2026-11-24T08:30:00Z
