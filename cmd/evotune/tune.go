@@ -134,7 +134,12 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if !opts.Quiet {
 		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
 	}
-	search, err := evo.New(b.space, b.eval, archive, opts.evoOptions(b.clock, progress))
+	eo := opts.evoOptions(b.clock, progress)
+	eo.Confirmer, err = gpuConfirmer(b.eval)
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	search, err := evo.New(b.space, b.eval, archive, eo)
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
 	}
@@ -407,4 +412,24 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		}
 	}
 	return nil
+}
+
+// gpuConfirmer returns the confirmer of a GPU evaluator: an elite is
+// displaced only by a challenger that is faster when both are measured
+// again, interleaved, on one GPU. A replay evaluator has none (nil): its
+// timings are fixed, and measuring them again would find the same.
+func gpuConfirmer(ev evo.Evaluator) (evo.Confirmer, error) {
+	pipe, ok := ev.(*runner.Pipeline)
+	if !ok {
+		return nil, nil
+	}
+	c, err := runner.NewConfirmer(pipe, runner.ConfirmOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return evo.ConfirmerFunc(func(ctx context.Context, challenger, incumbent space.Result) (evo.Verdict, error) {
+		cmp, err := c.Confirm(ctx, challenger, incumbent)
+		return evo.Verdict{Displace: cmp.Faster, ChallengerUS: cmp.ChallengerUS, IncumbentUS: cmp.IncumbentUS,
+			PValue: cmp.PValue, Reason: cmp.Reason}, err
+	}), nil
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"evotune/kernels"
+	"evotune/space"
+)
+
+// benchNow is the clock of the bench tests.
+var benchNow = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+
+// fakeBenchGPU times every config without a GPU: the family default at
+// 12 µs a call, anything else at 10 µs (eager: twice as long).
+type fakeBenchGPU struct {
+	evaluated []string // "shape key"
+}
+
+func (f *fakeBenchGPU) Env() space.Env {
+	return space.Env{GPU: "Fake H100", ComputeCap: "9.0", Driver: "580.1", Arch: "sm_90", NVCC: "13.0.88", SourceHash: "abcdef0123456789"}
+}
+
+func (f *fakeBenchGPU) Space(prob space.Problem) (*space.Space, error) {
+	t, err := kernels.TargetFor("sm_90")
+	if err != nil {
+		return nil, err
+	}
+	return kernels.SDPASpace(prob, t)
+}
+
+func (f *fakeBenchGPU) us(prob space.Problem, cfg space.Config) float64 {
+	sp, _ := f.Space(prob)
+	if cfg.Key() == sp.Default().Key() {
+		return 12
+	}
+	return 10
+}
+
+func (f *fakeBenchGPU) Evaluate(_ context.Context, prob space.Problem, cfg space.Config) space.Result {
+	f.evaluated = append(f.evaluated, prob.Shapes[0].String()+" "+cfg.Key())
+	us := f.us(prob, cfg)
+	return space.Result{Key: cfg.Key(), Config: cfg, Status: space.StatusOK, Gate: space.GateTimed, Objective: us,
+		Accuracy: &space.Accuracy{MaxAbsErr: 1e-3},
+		Timings:  []space.Timing{{Shape: prob.Shapes[0], P50US: us, CILowUS: us - 0.1, CIHighUS: us + 0.1}}}
+}
+
+func (f *fakeBenchGPU) Eager(_ context.Context, prob space.Problem, cfg space.Config) (space.Timing, error) {
+	return space.Timing{Shape: prob.Shapes[0], P50US: 2 * f.us(prob, cfg)}, nil
+}
+
+func (f *fakeBenchGPU) Close() error { return nil }
+
+// fakePython is a python3 for PATH that prints torch_sdpa.py's JSON: cuDNN
+// at 8 µs, flash at 20 µs, efficient unsupported, for whichever mask it is
+// asked about.
+const fakePython = `#!/bin/sh
+causal=false
+for a in "$@"; do [ "$a" = "--causal" ] && causal=true; done
+echo "$@" >> "$(dirname "$0")/calls"
+shapes=""
+prev=""
+for a in "$@"; do [ "$prev" = "--shapes" ] && shapes="$a"; prev="$a"; done
+printf '{"torch":"2.11.0","cuda":"13.0","cudnn":91900,"device":"Fake H100","results":['
+sep=""
+for s in $(echo "$shapes" | tr ',' ' '); do
+  printf '%s{"shape":"%s","backend":"flash","causal":%s,"graph_us":20,"eager_us":40,"error":""}' "$sep" "$s" "$causal"
+  printf ',{"shape":"%s","backend":"cudnn","causal":%s,"graph_us":8,"eager_us":30,"error":""}' "$s" "$causal"
+  printf ',{"shape":"%s","backend":"efficient","causal":%s,"graph_us":0,"eager_us":0,"error":"RuntimeError: no"}' "$s" "$causal"
+  sep=","
+done
+printf ']}\n'
+`
+
+// benchFixture makes a copy of the test archive, a fake python on PATH and
+// a torch script path, and returns the archive and output directories.
+func benchFixture(t *testing.T, python string) (archive, out, script string) {
+	t.Helper()
+	dir := t.TempDir()
+	archive = filepath.Join(dir, "archive")
+	if err := os.MkdirAll(archive, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"meta.json", "results.jsonl", "state.json"} {
+		data, err := os.ReadFile(filepath.Join(testArchive, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(archive, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "python3"), []byte(python), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	script = filepath.Join(dir, "torch_sdpa.py")
+	if err := os.WriteFile(script, []byte("# stand-in\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return archive, filepath.Join(dir, "out"), script
+}
+
+func runBenchCLI(t *testing.T, gpu *fakeBenchGPU, args ...string) (string, error) {
+	t.Helper()
+	var stdout bytes.Buffer
+	c := &cli{stdout: &stdout, stderr: io.Discard, now: func() time.Time { return benchNow }}
+	open := func(context.Context, gpuSetup, io.Writer) (benchGPU, error) { return gpu, nil }
+	err := runBench(context.Background(), c, args, open)
+	return stdout.String(), err
+}
+
+func TestBenchTableAndFiles(t *testing.T) {
+	archive, out, script := benchFixture(t, fakePython)
+	gpu := &fakeBenchGPU{}
+	stdout, err := runBenchCLI(t, gpu, "--archive", archive, "--out", out, "--torch-script", script,
+		"--shapes", "1x8x512x64,4x16x2048x128,2x8x512x64:causal")
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "bench.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(md) != stdout {
+		t.Errorf("stdout differs from bench.md")
+	}
+	for _, want := range []string{
+		// The archive's best (D=64) at 10 µs beside the default at 12; cuDNN 8, flash 20.
+		"| 1x8x512x64 | best | 10.00 | 20.00 | 12.00 (24.00) | 20.00 / 40.00 | 8.00 / 30.00 | unsupported | 1.25 | 0.50 |",
+		"| 2x8x512x64 causal | best | 10.00 | 20.00 | 12.00 (24.00) |",
+		// D=128: the default, labelled, with its note.
+		"| 4x16x2048x128 | default † | 12.00 | 24.00 | 12.00 (24.00) | 20.00 / 40.00 | 8.00 / 30.00 | unsupported | 1.50 | 0.60 |",
+		"4x16x2048x128: the best config was tuned for D=64: the family default is shown.",
+		"- GPU: Fake H100 (compute 9.0, sm_90, driver 580.1)",
+		"- PyTorch: 2.11.0, CUDA 13.0, cuDNN 91900",
+		"--json --dtype fp16 --shapes 1x8x512x64,4x16x2048x128`, then `python3 " + script + " --json --dtype fp16 --shapes 2x8x512x64 --causal`",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("bench.md lacks %q:\n%s", want, md)
+		}
+	}
+	// The D=128 shape times the default once; D=64 shapes time both.
+	if n := len(gpu.evaluated); n != 5 {
+		t.Errorf("%d evaluations, want 5: %v", n, gpu.evaluated)
+	}
+
+	data, err := os.ReadFile(filepath.Join(out, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile(filepath.Join(archive, "bench.json"))
+	if err != nil || !bytes.Equal(copied, data) {
+		t.Errorf("the archive's bench.json differs from the output's (err %v)", err)
+	}
+	var rep benchReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.GPU != "Fake H100" || rep.NVCC != "13.0.88" || rep.Torch != "2.11.0" || rep.Commit == "" || rep.Best == "" ||
+		!rep.Date.Equal(benchNow) || !strings.HasPrefix(rep.Command, "evotune bench --archive") {
+		t.Errorf("provenance: %+v", rep)
+	}
+	if len(rep.Rows) != 3 || rep.Rows[0].OursOverCuDNN != 1.25 || rep.Rows[1].Source != "default" || !rep.Rows[2].Causal {
+		t.Errorf("rows: %+v", rep.Rows)
+	}
+}
+
+func TestBenchTorchFailureKeepsOurTimings(t *testing.T) {
+	archive, out, script := benchFixture(t, "#!/bin/sh\necho 'no CUDA device visible to PyTorch' >&2\nexit 1\n")
+	_, err := runBenchCLI(t, &fakeBenchGPU{}, "--archive", archive, "--out", out, "--torch-script", script, "--shapes", "1x8x512x64")
+	if err == nil || !strings.Contains(err.Error(), "no CUDA device visible") {
+		t.Fatalf("bench: %v, want the PyTorch failure", err)
+	}
+	md, rerr := os.ReadFile(filepath.Join(out, "bench.md"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, want := range []string{"PyTorch comparison failed", "| 1x8x512x64 | best | 10.00 | 20.00 | 12.00 (24.00) | n/a | n/a | n/a | n/a | n/a |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("bench.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	_, _, script := benchFixture(t, fakePython)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--archive", ""}, "--archive (or --config) is needed"},
+		{[]string{"--shapes", "1x8x512"}, "--shapes"},
+		{[]string{"--shapes", "1x8x512x64:masked"}, "the only suffix is :causal"},
+		{[]string{"--dtype", "fp8"}, "--dtype"},
+		{[]string{"--archive", "testdata/archive", "--torch-script", "nowhere.py"}, "--torch-script"},
+		{[]string{"--archive", "testdata/archive", "--torch-script", script, "--config", "nosuchknob=1"}, "--config"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := runBenchCLI(t, &fakeBenchGPU{}, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("bench %v: %v, want an error about %s", tc.args, err, tc.want)
+			}
+		})
+	}
+}
