@@ -46,6 +46,7 @@ func commands() []command {
 		benchCommand(),
 		devicesCommand(),
 		mergeCommand(),
+		benchSearchCommand(),
 		versionCommand(),
 	}
 }

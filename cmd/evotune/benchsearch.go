@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"evotune/evo"
+	"evotune/kernels"
+	"evotune/runner"
+	"evotune/space"
+)
+
+// The goal bench-search checks: evo comes within goalTolerance of the
+// optimum in at most goalShare of the recorded space's evaluations (median
+// over seeds), and needs at least goalSpeedup times fewer evaluations than
+// random search to get there.
+const (
+	goalTolerance = 0.02
+	goalShare     = 0.05
+	goalSpeedup   = 3
+)
+
+// Where bench-search looks for a replay file when --replay is not given:
+// a real recording first, else the synthetic one.
+const (
+	replayDir       = "runner/testdata/replay"
+	realReplayGlob  = "h100-*.jsonl.gz"
+	synthReplayName = "synthetic-1x8x512x64-fp16.jsonl.gz"
+)
+
+// benchSearchOptions are the flags of evotune bench-search.
+type benchSearchOptions struct {
+	Replay     string
+	Seeds      int
+	Budgets    []int
+	Strategies []string
+	Parallel   int
+	Format     string
+	// Search holds the evo options under test (population, elites,
+	// tournament, crossover, stagnation).
+	Search evo.Options
+}
+
+func defaultBenchSearchOptions() benchSearchOptions {
+	return benchSearchOptions{
+		Seeds:      50,
+		Budgets:    []int{50, 100, 200, 400, 800},
+		Strategies: []string{evo.StrategyEvo, evo.StrategyRandom, evo.StrategyExhaustive},
+		Format:     "table",
+		Search:     evo.DefaultOptions(),
+	}
+}
+
+func benchSearchCommand() command {
+	return command{
+		name:    "bench-search",
+		summary: "compare the search strategies on a replay file against its known optimum",
+		synopsis: "evotune bench-search [--replay FILE] [--seeds N] [--budgets N,N,...] [--strategies evo,random,exhaustive]\n" +
+			"                      [--parallel N] [--format table|markdown|json] [search flags]",
+		examples: `  # Compare evo, random and exhaustive search on the committed synthetic recording.
+  evotune bench-search --replay runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz
+
+  # Try a population of 16 with tournaments of 4, as a markdown report.
+  evotune bench-search --population 16 --tournament 4 --format markdown
+
+Every config of the replay file has a result, so the optimum is known. Each
+strategy runs once per seed to the largest budget, in memory; the smaller
+budgets are read off the same runs. The fraction reached is optimum/best
+(1 = the optimum); a failed config uses an evaluation and yields nothing. P is
+(mean − random)/(1 − random), random being the exact expected fraction of
+random search without replacement. The exhaustive strategy walks the space in
+its fixed order, so it runs once whatever --seeds says.
+`,
+		run: runBenchSearch,
+	}
+}
+
+func runBenchSearch(ctx context.Context, c *cli, args []string) error {
+	opts := defaultBenchSearchOptions()
+	fs := newFlagSet("bench-search")
+	opts.register(fs)
+	if _, err := c.parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	if opts.Replay == "" {
+		path, err := defaultReplay()
+		if err != nil {
+			return err
+		}
+		opts.Replay = path
+	}
+	rp, sp, prob, err := loadBenchReplay(opts.Replay)
+	if err != nil {
+		return err
+	}
+	var results []space.Result
+	sp.Enumerate(func(cfg space.Config) bool {
+		results = append(results, rp.Evaluate(ctx, cfg))
+		return true
+	})
+	land, err := evo.NewLandscape(results)
+	if err != nil {
+		return fmt.Errorf("bench-search --replay %s: %w", opts.Replay, err)
+	}
+	workers := opts.Parallel
+	if workers == 0 {
+		workers = runtime.NumCPU()
+	}
+	cmp, err := evo.Compare(ctx, sp, rp, land, evo.CompareOptions{
+		Base: opts.Search, Strategies: opts.Strategies, Seeds: opts.Seeds,
+		Budgets: opts.Budgets, Tolerance: goalTolerance, Workers: workers,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
+		return fmt.Errorf("bench-search: %w", err)
+	}
+	rep := searchBenchReport{
+		Replay:     filepath.Base(opts.Replay),
+		Problem:    problemLine(prob),
+		Recorded:   rp.Header().Recorded,
+		Seeds:      opts.Seeds,
+		Search:     searchParams(opts.Search),
+		Comparison: cmp,
+		Goal:       cmp.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
+	}
+	return rep.write(c.stdout, opts.Format)
+}
+
+// register adds the flags of evotune bench-search to fs, bound to o.
+func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Replay, "replay", o.Replay, "replay `file` whose every config has a result (default: "+
+		replayDir+"/"+realReplayGlob+" when present, else "+synthReplayName+" there)")
+	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "runs of each strategy, with seeds 1..N")
+	fs.IntSliceVar(&o.Budgets, "budgets", o.Budgets, "evaluation counts at which the strategies are compared")
+	fs.StringSliceVar(&o.Strategies, "strategies", o.Strategies, "strategies to compare: "+strings.Join(evo.Strategies(), ", "))
+	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "runs at once (0: one per CPU)")
+	fs.StringVar(&o.Format, "format", o.Format, "output format: table, markdown or json")
+	fs.IntVar(&o.Search.Population, "population", o.Search.Population, "evo: configs in each generation")
+	fs.IntVar(&o.Search.Elites, "elites", o.Search.Elites, "evo: elites carried into every generation")
+	fs.IntVar(&o.Search.Tournament, "tournament", o.Search.Tournament, "evo: members drawn to pick each parent")
+	fs.Float64Var(&o.Search.CrossoverRate, "crossover", o.Search.CrossoverRate, "evo: probability that a child is a crossover")
+	fs.IntVar(&o.Search.Stagnation, "stagnation", o.Search.Stagnation, "evo: generations without a new best before fresh configs are injected")
+}
+
+// validate checks the flag values that do not need the replay file.
+func (o benchSearchOptions) validate() error {
+	const cmd = "bench-search"
+	switch {
+	case o.Seeds < 1:
+		return usagef(cmd, "--seeds must be at least 1")
+	case len(o.Budgets) == 0:
+		return usagef(cmd, "--budgets must name at least one evaluation count")
+	case o.Parallel < 0:
+		return usagef(cmd, "--parallel must not be negative")
+	case !slices.Contains([]string{"table", "markdown", "json"}, o.Format):
+		return usagef(cmd, "--format %q: want table, markdown or json", o.Format)
+	case len(o.Strategies) == 0:
+		return usagef(cmd, "--strategies must name at least one strategy")
+	}
+	for _, b := range o.Budgets {
+		if b < 1 {
+			return usagef(cmd, "--budgets: %d is not a positive evaluation count", b)
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range o.Strategies {
+		if !slices.Contains(evo.Strategies(), s) {
+			return usagef(cmd, "--strategies: unknown strategy %q (valid: %s)", s, strings.Join(evo.Strategies(), ", "))
+		}
+		if seen[s] {
+			return usagef(cmd, "--strategies: %s named twice", s)
+		}
+		seen[s] = true
+	}
+	if err := o.Search.Validate(); err != nil {
+		return usagef(cmd, "search flags: %v", err)
+	}
+	return nil
+}
+
+// defaultReplay finds the replay file to use when --replay is not given:
+// the last real recording in replayDir by name, else the synthetic one.
+func defaultReplay() (string, error) {
+	real, err := filepath.Glob(filepath.Join(replayDir, realReplayGlob))
+	if err != nil {
+		return "", fmt.Errorf("bench-search: looking for a replay file: %w", err)
+	}
+	if len(real) > 0 {
+		slices.Sort(real)
+		return real[len(real)-1], nil
+	}
+	synth := filepath.Join(replayDir, synthReplayName)
+	if _, err := os.Stat(synth); err != nil {
+		return "", usagef("bench-search", "--replay: no file given and none found in %s (run from the repository root or name one)", replayDir)
+	}
+	return synth, nil
+}
+
+// loadBenchReplay reads a replay file and returns it with the family's space
+// for its problem and architecture, restricted to the recorded configs.
+func loadBenchReplay(path string) (*runner.Replay, *space.Space, space.Problem, error) {
+	rp, err := runner.LoadReplay(path)
+	if err != nil {
+		return nil, nil, space.Problem{}, fmt.Errorf("bench-search --replay: %w", err)
+	}
+	h := rp.Header()
+	prob, _ := defaultProblem().problem("bench-search") // the mission shape, valid
+	if h.Problem != nil {
+		prob = *h.Problem
+		if prob.Family == "" {
+			prob.Family = kernels.Family
+		}
+	}
+	arch := h.Env.Arch
+	if arch == "" {
+		arch = "sm_89" // as tune --replay assumes for a file that does not say
+	}
+	sp, err := familySpace("bench-search", prob, arch)
+	if err != nil {
+		return nil, nil, space.Problem{}, fmt.Errorf("bench-search --replay %s: %w", path, err)
+	}
+	sp.Constraints = append(sp.Constraints, rp.Constraint())
+	return rp, sp, prob, nil
+}
+
+// searchParams names the evo options under test, for the report.
+func searchParams(o evo.Options) string {
+	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d",
+		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation)
+}
+
+// A searchBenchReport is what bench-search prints.
+type searchBenchReport struct {
+	Replay     string         `json:"replay"`
+	Problem    string         `json:"problem"`
+	Recorded   string         `json:"recorded"`
+	Seeds      int            `json:"seeds"`
+	Search     string         `json:"search"`
+	Comparison evo.Comparison `json:"comparison"`
+	Goal       evo.GoalCheck  `json:"goal"`
+}
+
+func (r searchBenchReport) write(w io.Writer, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r.jsonSafe())
+	}
+	cmp := r.Comparison
+	land := cmp.Landscape
+	tol := pct(cmp.Tolerance, 0)
+	lines := []string{
+		fmt.Sprintf("replay %s (%s): %s", r.Replay, r.Problem, r.Recorded),
+		fmt.Sprintf("%d configs, %d ok, optimum %s µs, %d within %s of it", land.Configs, land.OK, us(land.Optimum), cmp.Within, tol),
+		fmt.Sprintf("%d seeds per strategy (exhaustive runs once: its order is fixed); evo with %s", r.Seeds, r.Search),
+	}
+	for _, l := range lines {
+		if format == "markdown" {
+			fmt.Fprintf(w, "%s  \n", l)
+		} else {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintln(w)
+
+	title := func(s string) {
+		if format == "markdown" {
+			fmt.Fprintf(w, "**%s**\n\n", s)
+		} else {
+			fmt.Fprintln(w, s)
+		}
+	}
+	title("Fraction of the optimum reached (optimum/best; a failed config yields nothing), and P = (mean − random)/(1 − random)")
+	var rows [][]string
+	for bi, b := range cmp.Budgets {
+		for _, st := range cmp.Strategies {
+			bs := st.Budgets[bi]
+			rows = append(rows, []string{strconv.Itoa(b), st.Strategy, strconv.Itoa(st.Runs),
+				fixed(bs.MeanFraction, 3), fixed(bs.MedianFraction, 3), fixed(bs.Score, 2), fixed(cmp.RandomFraction[bi], 3)})
+		}
+	}
+	if err := writeTable(w, format, []string{"budget", "strategy", "runs", "mean", "median", "P", "random (exact)"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	title(fmt.Sprintf("Evaluations to come within %s of the optimum (median over runs, a run that never did counting as never; random search's exact mean is %s)",
+		tol, fixed(cmp.RandomReachMean, 0)))
+	largest := cmp.Budgets[len(cmp.Budgets)-1]
+	rows = nil
+	for _, st := range cmp.Strategies {
+		med, share, ratio := fmt.Sprintf("> %d", largest), "-", "-"
+		if st.ReachMedian >= 0 {
+			med = strconv.Itoa(st.ReachMedian)
+			share = pct(float64(st.ReachMedian)/float64(land.Configs), 2)
+			ratio = fixed(float64(cmp.RandomReachMedian)/float64(st.ReachMedian), 1) + "x"
+		}
+		rows = append(rows, []string{st.Strategy, strconv.Itoa(st.Runs), med, share, pct(st.Reached, 0), ratio})
+	}
+	rows = append(rows, []string{"random (exact)", "-", strconv.Itoa(cmp.RandomReachMedian),
+		pct(float64(cmp.RandomReachMedian)/float64(land.Configs), 2), pct(cmp.RandomReached, 0), "1.0x"})
+	header := []string{"strategy", "runs", "median evals", "share of space", fmt.Sprintf("reached by %d", largest), "random ÷ this"}
+	if err := writeTable(w, format, header, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	verdict := "FAIL"
+	if r.Goal.Pass {
+		verdict = "PASS"
+	}
+	goal := fmt.Sprintf("%s: evo within %s of the optimum in ≤ %s of the space, ≥ %gx fewer evaluations than random: %s",
+		verdict, tol, pct(goalShare, 0), float64(goalSpeedup), r.Goal.Why)
+	if format == "markdown" {
+		goal = "**" + verdict + "**" + strings.TrimPrefix(goal, verdict)
+	}
+	fmt.Fprintln(w, goal)
+	return nil
+}
+
+// jsonSafe replaces the NaN scores, which JSON cannot hold, by 0.
+func (r searchBenchReport) jsonSafe() searchBenchReport {
+	out := r
+	out.Comparison.Strategies = slices.Clone(r.Comparison.Strategies)
+	for i, st := range out.Comparison.Strategies {
+		st.Budgets = slices.Clone(st.Budgets)
+		for j := range st.Budgets {
+			if math.IsNaN(st.Budgets[j].Score) {
+				st.Budgets[j].Score = 0
+			}
+		}
+		out.Comparison.Strategies[i] = st
+	}
+	return out
+}
+
+// fixed renders v with prec decimals, "-" for NaN.
+func fixed(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// pct renders a fraction as a percentage with prec decimals.
+func pct(v float64, prec int) string {
+	return strconv.FormatFloat(100*v, 'f', prec, 64) + "%"
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"evotune/runner"
+	"evotune/space"
+)
+
+// writeTinyReplay writes a replay file of the first n valid SDPA configs of
+// the mission shape on sm_89, with pseudo-random objectives and one config
+// in seven failing, and returns its path. A few thousand configs keep the
+// recorded ones a few percent of the raw space, where uniform sampling by
+// rejection is quick.
+func writeTinyReplay(t *testing.T, n int) string {
+	t.Helper()
+	prob, err := defaultProblem().problem("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := familySpace("test", prob, "sm_89")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	header, err := json.Marshal(map[string]runner.ReplayHeader{"replay_header": {
+		Problem: &prob, Env: space.Env{GPU: "test", Arch: "sm_89"}, Recorded: "test: made up", Synthetic: true,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Write(header)
+	b.WriteByte('\n')
+	count := 0
+	sp.Enumerate(func(c space.Config) bool {
+		h := fnv.New64a()
+		h.Write([]byte(c.Key()))
+		v := h.Sum64()
+		r := space.Result{Key: c.Key(), Config: c, Status: space.StatusOK, Gate: space.GateTimed,
+			Objective: 10 + float64(v%1000)/10, Cost: space.Cost{CompileSec: 1}}
+		if v%7 == 0 {
+			r.Status, r.Gate, r.Objective = space.StatusIncorrect, space.GateCorrectness, 0
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+		count++
+		return count < n
+	})
+	path := filepath.Join(t.TempDir(), "tiny.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBenchSearchTable checks the text report's shape against a golden
+// file in which every number is replaced by N: the header lines, both
+// tables' columns and rows, and the goal line.
+func TestBenchSearchTable(t *testing.T) {
+	path := writeTinyReplay(t, 3000)
+	stdout, stderr, code := runCLI(t, "bench-search", "--replay", path, "--seeds", "5",
+		"--budgets", "10,40,20", "--parallel", "2", "--format", "markdown")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	shape := regexp.MustCompile(`-?[0-9]+(\.[0-9]+)?`).ReplaceAllString(stdout, "N")
+	shape = regexp.MustCompile(` +`).ReplaceAllString(shape, " ")
+	shape = strings.Replace(shape, filepath.Dir(path), "DIR", 1)
+	golden(t, "bench-search-shape.md", shape)
+	if !strings.Contains(stdout, "PASS: ") && !strings.Contains(stdout, "**FAIL**") && !strings.Contains(stdout, "**PASS**") {
+		t.Errorf("no verdict line:\n%s", stdout)
+	}
+}
+
+// TestBenchSearchJSON runs many seeds on a tiny replay file and checks the
+// figures: random search scores P ≈ 0 against its exact expectation, every
+// strategy's fraction grows with the budget, exhaustive runs once, and the
+// goal check agrees with evo's figures.
+func TestBenchSearchJSON(t *testing.T) {
+	path := writeTinyReplay(t, 3000)
+	stdout, stderr, code := runCLI(t, "bench-search", "--replay", path, "--seeds", "80",
+		"--budgets", "8,16,32,64,128", "--format", "json")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var rep searchBenchReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("decoding the json report: %v\n%s", err, stdout)
+	}
+	cmp := rep.Comparison
+	if cmp.Landscape.Configs != 3000 || len(cmp.Strategies) != 3 || len(cmp.Budgets) != 5 {
+		t.Fatalf("report of %d configs, %d strategies, %d budgets; want 3000, 3, 5", cmp.Landscape.Configs, len(cmp.Strategies), len(cmp.Budgets))
+	}
+	for _, st := range cmp.Strategies {
+		wantRuns := 80
+		if st.Strategy == "exhaustive" {
+			wantRuns = 1
+		}
+		if st.Runs != wantRuns {
+			t.Errorf("%s: %d runs, want %d", st.Strategy, st.Runs, wantRuns)
+		}
+		for i := 1; i < len(st.Budgets); i++ {
+			if st.Budgets[i].MeanFraction < st.Budgets[i-1].MeanFraction {
+				t.Errorf("%s: mean fraction fell from %v to %v between budgets %d and %d", st.Strategy,
+					st.Budgets[i-1].MeanFraction, st.Budgets[i].MeanFraction, st.Budgets[i-1].Budget, st.Budgets[i].Budget)
+			}
+		}
+		if st.Strategy != "random" {
+			continue
+		}
+		for i, b := range st.Budgets {
+			// 80 runs: the mean's noise is a few hundredths of the gap to
+			// the optimum at these budgets.
+			if math.Abs(b.Score) > 0.2 {
+				t.Errorf("random at budget %d: P = %.3f (mean %.3f, exact %.3f), want ≈ 0", b.Budget, b.Score, b.MeanFraction, cmp.RandomFraction[i])
+			}
+		}
+	}
+	evo := cmp.Strategies[0]
+	if evo.Strategy != "evo" {
+		t.Fatalf("first strategy %s, want evo", evo.Strategy)
+	}
+	g := rep.Goal
+	wantPass := evo.ReachMedian >= 0 && float64(evo.ReachMedian) <= goalShare*3000 &&
+		float64(cmp.RandomReachMedian) >= goalSpeedup*float64(evo.ReachMedian)
+	if g.Pass != wantPass || g.ReachMedian != evo.ReachMedian {
+		t.Errorf("goal %+v; evo reached in %d (random %d): want pass=%v", g, evo.ReachMedian, cmp.RandomReachMedian, wantPass)
+	}
+}
+
+func TestBenchSearchUsageErrors(t *testing.T) {
+	path := writeTinyReplay(t, 20)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--seeds", "0"}, "--seeds must be at least 1"},
+		{[]string{"--budgets", "10,0"}, "--budgets: 0 is not a positive evaluation count"},
+		{[]string{"--strategies", "evo,annealing"}, `--strategies: unknown strategy "annealing"`},
+		{[]string{"--strategies", "evo,evo"}, "--strategies: evo named twice"},
+		{[]string{"--format", "csv"}, `--format "csv"`},
+		{[]string{"--parallel", "-1"}, "--parallel must not be negative"},
+		{[]string{"--population", "4", "--elites", "8"}, "elites must be in [1, population=4]"},
+		{[]string{"--crossover", "1.5"}, "crossover rate must be in [0, 1]"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append([]string{"bench-search", "--replay", path}, tc.args...)
+			_, stderr, code := runCLI(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d naming %q", code, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+	_, stderr, code := runCLI(t, "bench-search", "--replay", filepath.Join(t.TempDir(), "absent.jsonl"))
+	if code != exitError || !strings.Contains(stderr, "bench-search --replay") {
+		t.Errorf("absent file: exit %d, stderr %q", code, stderr)
+	}
+}
