@@ -120,8 +120,11 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 
 	meta := elites.NewMeta(b.problem, b.env)
 	meta.Version, meta.Strategy, meta.Seed = moduleVersion(), opts.Strategy, opts.Seed
+	var seeds []space.Config
 	if opts.SeedFrom != "" {
-		return seedFrom(opts.SeedFrom, opts.Archive, meta)
+		if seeds, err = seedFrom(c.stderr, opts.SeedFrom, opts.Archive, meta, opts.Elites, b.space); err != nil {
+			return err
+		}
 	}
 	archive, state, err := openArchive(opts.Archive, meta)
 	if err != nil {
@@ -135,6 +138,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
 	}
 	eo := opts.evoOptions(b.clock, progress)
+	eo.Seeds = seeds
 	eo.Confirmer, err = gpuConfirmer(b.eval)
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
@@ -301,20 +305,33 @@ func openArchive(dir string, meta elites.Meta) (*elites.Archive, []byte, error) 
 	return a, state, nil
 }
 
-// seedFrom would start the search from the elites of another archive; the
-// search cannot take seed configs yet, so it checks the archive and says so.
-func seedFrom(dir, archive string, meta elites.Meta) error {
+// seedFrom returns the configs of the k best results of the archive in dir,
+// to start a new search in archive from. When archive already holds a search,
+// that search is resumed: its first generation, where seeds go, is in its
+// saved state, so seedFrom says so and returns none.
+func seedFrom(stderr io.Writer, dir, archive string, meta elites.Meta, k int, sp *space.Space) ([]space.Config, error) {
 	if exists, err := elites.Exists(archive); err != nil {
-		return fmt.Errorf("tune --archive: %w", err)
+		return nil, fmt.Errorf("tune --archive: %w", err)
 	} else if exists {
-		return usagef("tune", "--seed-from %s: archive %s already holds a search; seeding starts a new one", dir, archive)
+		fmt.Fprintf(stderr, "evotune: --seed-from %s: archive %s already holds a search; resuming it without seeds\n", dir, archive)
+		return nil, nil
 	}
 	src, err := elites.Open(dir, meta, elites.OpenOptions{Seed: true})
 	if err != nil {
-		return fmt.Errorf("tune --seed-from: %w", err)
+		return nil, fmt.Errorf("tune --seed-from: %w", err)
 	}
 	defer src.Close()
-	return fmt.Errorf("tune --seed-from %s: the search cannot start from seed configs in this build", dir)
+	seeds := src.Seeds(k)
+	valid := 0
+	for _, c := range seeds {
+		if sp.Check(c) == nil {
+			valid++
+		}
+	}
+	// Configs of another problem may break this one's constraints; the
+	// search skips those, and the count says how many remain.
+	fmt.Fprintf(stderr, "evotune: seeding from %d of the %d best configs of %s (the others are not valid here)\n", valid, len(seeds), dir)
+	return seeds, nil
 }
 
 // stateGeneration reads the generation number from a saved search state,
