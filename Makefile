@@ -2,6 +2,7 @@
 #
 #   make tune         tune the mission shape on this machine's GPU (needs a GPU, nvcc)
 #   make tune-replay  a search against the committed synthetic replay file (anywhere)
+#   make bench-search evo, random and exhaustive compared on BENCH_REPLAY, with a PASS/FAIL line
 #   make report       write ARCHIVE's report (report.md and SVG plots) into REPORT_OUT
 #   make bench        time ARCHIVE's best beside the default and PyTorch SDPA (needs a GPU, nvcc, PyTorch)
 #   make test         every test, including the fuzz seed corpora
@@ -15,12 +16,14 @@ BUDGET       ?= 8h
 ARCHIVE      ?= evotune-archive
 REPLAY       ?= runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz
 REPLAY_ARCHIVE ?= evotune-replay-archive
+# The real H100 recording when there is one, else the synthetic file.
+BENCH_REPLAY ?= $(or $(lastword $(sort $(wildcard runner/testdata/replay/h100-*.jsonl.gz))),runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz)
 REPORT_OUT   ?= evotune-report
 BENCH_OUT    ?= results/bench-$(shell date -u +%Y%m%d)
 TEST_TIMEOUT ?= 10m
 FUZZTIME     ?= 2m
 
-.PHONY: build test tune tune-replay report bench lint fuzz
+.PHONY: build test tune tune-replay bench-search report bench lint fuzz
 
 build:
 	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/evotune
@@ -33,6 +36,10 @@ tune: build
 
 tune-replay: build
 	$(BIN) tune --replay $(REPLAY) --archive $(REPLAY_ARCHIVE) --budget 2h
+
+# bench-search exits 0 whether the goal passes or not: the table is the evidence.
+bench-search: build
+	$(BIN) bench-search --replay $(BENCH_REPLAY)
 
 report: build
 	$(BIN) report --archive $(ARCHIVE) --out $(REPORT_OUT)
