@@ -103,6 +103,13 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 
 	var b backend
 	var err error
+	if opts.Replay == "" {
+		// A problem the family cannot build (a head dimension it does not
+		// have) is a usage error, found before any GPU or nvcc is looked for.
+		if _, err := familySpace("tune", prob, cmpOr(opts.Arch, "sm_89")); err != nil {
+			return err
+		}
+	}
 	if opts.Replay != "" {
 		b, err = replayBackend(opts, prob, problemSet)
 	} else if opts.KernelSource != "" {
