@@ -1233,9 +1233,15 @@ private:
                         format("cuModuleGetFunction(%s in %s)", l.kernel.c_str(), r.cubin.c_str()));
                 functions_[l.kernel] = f;
             }
-            if (l.smem > 48 * 1024)
+            // Static and dynamic shared memory together beyond 48 KB need the
+            // opt-in, whatever the split between the two.
+            int static_smem = 0;
+            checkCu(cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f),
+                    format("cuFuncGetAttribute(%s, SHARED_SIZE_BYTES)", l.kernel.c_str()));
+            if (static_cast<unsigned>(static_smem) + l.smem > 48 * 1024)
                 checkCu(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(l.smem)),
-                        format("cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES, %u)", l.kernel.c_str(), l.smem));
+                        format("cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES, %u; %d bytes static)", l.kernel.c_str(),
+                               l.smem, static_smem));
             fns.push_back(f);
         }
         return fns;
