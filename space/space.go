@@ -51,4 +51,8 @@ type Space struct {
 	Knobs       []Knob
 	Constraints []Constraint
 	Defines     []Define
+	// members, when set by Restrict, is the explicit list of the space's
+	// configs; nil for a dense space, whose configs are all that pass the
+	// constraints.
+	members *memberSet
 }

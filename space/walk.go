@@ -62,14 +62,24 @@ func (s *Space) allowed(c Config) bool {
 
 // Enumerate calls fn for every valid config in a fixed order until fn
 // returns false. The order is mixed-radix over the knobs' value lists, the
-// first knob changing slowest. Each config passed to fn is fn's to keep.
+// first knob changing slowest (a restricted space walks its members in that
+// order). Each config passed to fn is fn's to keep.
 func (s *Space) Enumerate(fn func(Config) bool) {
+	if s.members != nil {
+		for _, c := range s.members.configs {
+			if !fn(c.Clone()) {
+				return
+			}
+		}
+		return
+	}
 	s.walk(func(c Config) bool { return fn(c.Clone()) })
 }
 
 // Size returns the number of raw configs (product of the knobs' list
 // lengths) and of valid ones. The valid count runs every constraint on every
-// raw config; raw saturates at the largest uint64.
+// raw config; raw saturates at the largest uint64. A restricted space's
+// valid count is its number of members.
 func (s *Space) Size() (raw, valid uint64) {
 	raw = 1
 	for _, k := range s.Knobs {
@@ -80,6 +90,9 @@ func (s *Space) Size() (raw, valid uint64) {
 		}
 		raw *= n
 	}
+	if s.members != nil {
+		return raw, uint64(len(s.members.configs))
+	}
 	s.walk(func(Config) bool { valid++; return true })
 	return raw, valid
 }
@@ -88,8 +101,12 @@ func (s *Space) Size() (raw, valid uint64) {
 // space has no valid config. It draws raw configs until one passes the
 // constraints; when sampleTries draws all fail it falls back to picking a
 // uniform index among the enumerated valid configs, which is just as
-// uniform but costs a walk over the space.
+// uniform but costs a walk over the space. A restricted space draws one
+// of its members.
 func (s *Space) Sample(rng *rand.Rand) Config {
+	if s.members != nil {
+		return s.restrictedSample(rng)
+	}
 	c := make(Config, len(s.Knobs))
 	for range sampleTries {
 		for _, k := range s.Knobs {
@@ -120,8 +137,13 @@ func (s *Space) Sample(rng *rand.Rand) Config {
 }
 
 // Neighbours returns every valid config that differs from c in exactly one
-// knob, in knob declaration order and then value order.
+// knob, in knob declaration order and then value order. On a restricted
+// space each such change is projected onto the nearest member (see
+// Restrict), so a neighbour may differ in more than one knob.
 func (s *Space) Neighbours(c Config) []Config {
+	if s.members != nil {
+		return s.restrictedNeighbours(c)
+	}
 	var out []Config
 	for _, k := range s.Knobs {
 		for _, v := range s.moves(c, k) {
@@ -155,8 +177,13 @@ func (s *Space) moves(c Config, k Knob) []string {
 // the new valid config. The knob is drawn uniformly among the layer's knobs
 // that have a valid alternative, then the value uniformly among those
 // alternatives. It reports false, returning c unchanged, when no knob of
-// that layer can change while keeping the config valid.
+// that layer can change while keeping the config valid. On a restricted
+// space the new config is the member nearest to c that holds the new value
+// (see Restrict).
 func (s *Space) Mutate(rng *rand.Rand, c Config, layer Layer) (Config, bool) {
+	if s.members != nil {
+		return s.restrictedMutate(rng, c, layer)
+	}
 	var layerKnobs []Knob
 	for _, k := range s.Knobs {
 		if k.Layer == layer {
@@ -177,7 +204,12 @@ func (s *Space) Mutate(rng *rand.Rand, c Config, layer Layer) (Config, bool) {
 // Crossover returns a uniform crossover of a and b: each knob's value comes
 // from a or b with equal chance. It draws up to crossoverTries children and
 // returns the first valid one; when none is valid it returns a clone of a.
+// On a restricted space one child is drawn and projected onto the nearest
+// member (see Restrict).
 func (s *Space) Crossover(rng *rand.Rand, a, b Config) Config {
+	if s.members != nil {
+		return s.restrictedCrossover(rng, a, b)
+	}
 	child := make(Config, len(s.Knobs))
 	for range crossoverTries {
 		for _, k := range s.Knobs {
