@@ -395,6 +395,18 @@ func SDPASource() Source {
 	return Source{Name: "sdpa.cu", Files: files, Hash: hashFiles(files)}
 }
 
+// With returns a copy of s with the file name holding content (added or
+// replaced), hashed as the embedded sources are: a user's kernel file in
+// place of the family's, say. Equal files give equal hashes.
+func (s Source) With(name string, content []byte) Source {
+	files := make(map[string][]byte, len(s.Files)+1)
+	for n, b := range s.Files {
+		files[n] = b
+	}
+	files[name] = content
+	return Source{Name: s.Name, Files: files, Hash: hashFiles(files)}
+}
+
 // hashFiles hashes names and contents with length prefixes, so no two
 // different file sets hash alike by concatenation.
 func hashFiles(files map[string][]byte) string {

@@ -381,3 +381,21 @@ func TestToleranceFor(t *testing.T) {
 		t.Errorf("bf16 tolerance %+v is not 8x fp16 %+v", bf16, fp16)
 	}
 }
+
+func TestSourceWith(t *testing.T) {
+	src := SDPASource()
+	same := src.With(src.Name, src.Files[src.Name])
+	if same.Hash != src.Hash {
+		t.Errorf("replacing %s by its own content changed the hash: %s != %s", src.Name, same.Hash, src.Hash)
+	}
+	other := src.With(src.Name, append([]byte("// edited\n"), src.Files[src.Name]...))
+	if other.Hash == src.Hash {
+		t.Error("a different kernel file kept the embedded hash")
+	}
+	if string(other.Files[src.Name][:9]) != "// edited" {
+		t.Error("With did not replace the file")
+	}
+	if len(other.Files) != len(src.Files) || other.Name != src.Name {
+		t.Errorf("With changed the file set: %d files named %q, want %d named %q", len(other.Files), other.Name, len(src.Files), src.Name)
+	}
+}

@@ -87,16 +87,14 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 		return compileOnly(ctx, c.stdout, opts, prob, cfg, src)
 	}
 	opts.gpu.GPUs = []int{opts.GPU}
+	if opts.KernelSource != "" {
+		opts.gpu.Source = &src
+	}
 	rig, err := openGPU(ctx, "check", opts.gpu, c.stderr)
 	if err != nil {
 		return fmt.Errorf("%w (use --compile-only --arch sm_XY to check without a GPU)", err)
 	}
 	defer rig.Close()
-	if opts.KernelSource != "" {
-		if err := rig.useSource("check", src, opts.gpu); err != nil {
-			return err
-		}
-	}
 	sp, err = kernels.SDPASpace(prob, rig.target)
 	if err != nil {
 		return usagef("check", "--shape: %v", err)

@@ -23,6 +23,9 @@ type gpuSetup struct {
 	Cache string
 	GPUs  []int
 	Jobs  int
+	// Source is compiled in place of the embedded kernel source when set
+	// (--kernel-source).
+	Source *kernels.Source
 }
 
 // probeTimeout bounds the worker's first answer (device info).
@@ -46,6 +49,9 @@ type gpuRig struct {
 // fails with an error that says so; cmd names the subcommand.
 func openGPU(ctx context.Context, cmd string, s gpuSetup, stderr io.Writer) (_ *gpuRig, err error) {
 	rig := &gpuRig{source: kernels.SDPASource()}
+	if s.Source != nil {
+		rig.source = *s.Source
+	}
 	defer func() {
 		if err != nil {
 			rig.Close()
@@ -166,8 +172,10 @@ func (r *gpuRig) Close() error {
 }
 
 // gpuBackend compiles and times candidates on this machine's GPUs.
-func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, stderr io.Writer) (backend, error) {
-	rig, err := openGPU(ctx, "tune", gpuSetup{Arch: opts.Arch, NVCC: opts.NVCC, Cache: opts.Cache, GPUs: opts.GPUs, Jobs: opts.Jobs}, stderr)
+// src, when not nil, is compiled in place of the embedded kernel source.
+func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, src *kernels.Source, stderr io.Writer) (backend, error) {
+	setup := gpuSetup{Arch: opts.Arch, NVCC: opts.NVCC, Cache: opts.Cache, GPUs: opts.GPUs, Jobs: opts.Jobs, Source: src}
+	rig, err := openGPU(ctx, "tune", setup, stderr)
 	if err != nil {
 		return backend{}, fmt.Errorf("%w (to search without a GPU, use --replay FILE)", err)
 	}
@@ -182,5 +190,8 @@ func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, stder
 		return backend{}, fmt.Errorf("tune: %w", err)
 	}
 	name := fmt.Sprintf("%s on %d GPU(s), nvcc %s", rig.gpus[0].Env.GPU, len(rig.gpus), rig.nvcc.Version)
+	if opts.KernelSource != "" {
+		name += ", kernel source " + opts.KernelSource
+	}
 	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.env(), clock: evo.WallClock{}, close: rig.Close}, nil
 }
