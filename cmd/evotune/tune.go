@@ -115,10 +115,10 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	} else if opts.KernelSource != "" {
 		var src kernels.Source
 		if src, err = readKernelSource("tune", opts.KernelSource); err == nil {
-			b, err = gpuBackendFrom(ctx, opts, prob, src, c.stderr)
+			b, err = gpuBackend(ctx, opts, prob, &src, c.stderr)
 		}
 	} else {
-		b, err = gpuBackend(ctx, opts, prob, c.stderr)
+		b, err = gpuBackend(ctx, opts, prob, nil, c.stderr)
 	}
 	if err != nil {
 		return err
