@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"evotune/space"
@@ -206,6 +207,17 @@ func (r *Replay) Optimum() (space.Result, bool) {
 	out.Seq = 0
 	out.Env.Replay = r.name
 	return out, true
+}
+
+// Configs returns a copy of every recorded config, in key order: the
+// members of a space restricted to the recording (space.Space.Restrict).
+func (r *Replay) Configs() []space.Config {
+	out := make([]space.Config, 0, len(r.results))
+	for _, res := range r.results {
+		out = append(out, res.Config.Clone())
+	}
+	slices.SortFunc(out, func(a, b space.Config) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
 }
 
 // Len returns the number of recorded configs.

@@ -17,6 +17,9 @@ type memberSet struct {
 	configs []Config       // the members in Enumerate order
 	digits  []int32        // value index of every knob of every member, member-major
 	index   map[string]int // key → position in configs
+	// byDigits maps a member's digits, packed by pack, to its position:
+	// the exact-hit test before any projection.
+	byDigits map[string]int32
 	// byValue lists, for each knob and each of its values, the positions
 	// of the members holding that value, ascending.
 	byValue [][][]int32
@@ -66,10 +69,11 @@ func (s *Space) Restrict(members []Config) *Space {
 	slices.SortFunc(kept, func(a, b member) int { return slices.Compare(a.digits, b.digits) })
 
 	m := &memberSet{
-		configs: make([]Config, len(kept)),
-		digits:  make([]int32, 0, len(kept)*nk),
-		index:   make(map[string]int, len(kept)),
-		byValue: make([][][]int32, nk),
+		configs:  make([]Config, len(kept)),
+		digits:   make([]int32, 0, len(kept)*nk),
+		index:    make(map[string]int, len(kept)),
+		byDigits: make(map[string]int32, len(kept)),
+		byValue:  make([][][]int32, nk),
 	}
 	for i, k := range s.Knobs {
 		m.byValue[i] = make([][]int32, len(k.Values))
@@ -78,6 +82,7 @@ func (s *Space) Restrict(members []Config) *Space {
 		m.configs[p] = mem.config
 		m.digits = append(m.digits, mem.digits...)
 		m.index[mem.config.Key()] = p
+		m.byDigits[string(pack(nil, mem.digits))] = int32(p)
 		for i, v := range mem.digits {
 			m.byValue[i][v] = append(m.byValue[i][v], int32(p))
 		}
@@ -114,6 +119,21 @@ func (s *Space) digitsOf(c Config) []int32 {
 		d[i] = int32(slices.Index(k.Values, c[k.Name]))
 	}
 	return d
+}
+
+// pack appends the digits to buf as 4 bytes each, a map key.
+func pack(buf []byte, digits []int32) []byte {
+	for _, d := range digits {
+		buf = append(buf, byte(d), byte(d>>8), byte(d>>16), byte(d>>24))
+	}
+	return buf
+}
+
+// lookup returns the position of the member with exactly these digits.
+func (m *memberSet) lookup(digits []int32) (int32, bool) {
+	var buf [64]byte
+	p, ok := m.byDigits[string(pack(buf[:0], digits))]
+	return p, ok
 }
 
 // nearest returns the candidate member (positions into the member list)
@@ -195,7 +215,15 @@ func (s *Space) restrictedMutate(rng *rand.Rand, c Config, layer Layer) (Config,
 			continue
 		}
 		v := values[rng.IntN(len(values))]
-		p := m.nearest(rng, d, m.byValue[i][v])
+		// The one-knob change, when it is a member, is the only member
+		// one knob away: no search needed.
+		old := d[i]
+		d[i] = v
+		p, hit := m.lookup(d)
+		d[i] = old
+		if !hit {
+			p = m.nearest(rng, d, m.byValue[i][v])
+		}
 		return m.configs[p].Clone(), true
 	}
 	return c, false
@@ -215,7 +243,10 @@ func (s *Space) restrictedCrossover(rng *rand.Rand, a, b Config) Config {
 			child[i] = db[i]
 		}
 	}
-	p := m.nearest(rng, child, nil)
+	p, hit := m.lookup(child)
+	if !hit {
+		p = m.nearest(rng, child, nil)
+	}
 	if p < 0 {
 		return a.Clone()
 	}

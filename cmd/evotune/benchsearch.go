@@ -47,6 +47,10 @@ type benchSearchOptions struct {
 	Strategies []string
 	Parallel   int
 	Format     string
+	// Tolerance is how close to the optimum counts as reaching it, for the
+	// evaluations-to-reach table and the goal line; the goal is stated at
+	// goalTolerance.
+	Tolerance float64
 	// Search holds the evo options under test (population, elites,
 	// tournament, crossover, stagnation).
 	Search evo.Options
@@ -58,6 +62,7 @@ func defaultBenchSearchOptions() benchSearchOptions {
 		Budgets:    []int{50, 100, 200, 400, 800},
 		Strategies: []string{evo.StrategyEvo, evo.StrategyRandom, evo.StrategyExhaustive},
 		Format:     "table",
+		Tolerance:  goalTolerance,
 		Search:     evo.DefaultOptions(),
 	}
 }
@@ -122,7 +127,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 	}
 	cmp, err := evo.Compare(ctx, sp, rp, land, evo.CompareOptions{
 		Base: opts.Search, Strategies: opts.Strategies, Seeds: opts.Seeds,
-		Budgets: opts.Budgets, Tolerance: goalTolerance, Workers: workers,
+		Budgets: opts.Budgets, Tolerance: opts.Tolerance, Workers: workers,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -151,6 +156,7 @@ func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Strategies, "strategies", o.Strategies, "strategies to compare: "+strings.Join(evo.Strategies(), ", "))
 	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "runs at once (0: one per CPU)")
 	fs.StringVar(&o.Format, "format", o.Format, "output format: table, markdown or json")
+	fs.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "how close to the optimum counts as reaching it (0.05: within 5%); the goal is stated at 0.02")
 	fs.IntVar(&o.Search.Population, "population", o.Search.Population, "evo: configs in each generation")
 	fs.IntVar(&o.Search.Elites, "elites", o.Search.Elites, "evo: elites carried into every generation")
 	fs.IntVar(&o.Search.Tournament, "tournament", o.Search.Tournament, "evo: members drawn to pick each parent")
@@ -172,6 +178,8 @@ func (o benchSearchOptions) validate() error {
 		return usagef(cmd, "--format %q: want table, markdown or json", o.Format)
 	case len(o.Strategies) == 0:
 		return usagef(cmd, "--strategies must name at least one strategy")
+	case !(o.Tolerance >= 0 && o.Tolerance < 1):
+		return usagef(cmd, "--tolerance must be in [0, 1), got %v", o.Tolerance)
 	}
 	for _, b := range o.Budgets {
 		if b < 1 {
@@ -236,7 +244,7 @@ func loadBenchReplay(path string) (*runner.Replay, *space.Space, space.Problem, 
 		return nil, nil, space.Problem{}, fmt.Errorf("bench-search --replay %s: %w", path, err)
 	}
 	sp.Constraints = append(sp.Constraints, rp.Constraint())
-	return rp, sp, prob, nil
+	return rp, sp.Restrict(rp.Configs()), prob, nil
 }
 
 // searchParams names the evo options under test, for the report.

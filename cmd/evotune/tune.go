@@ -54,8 +54,8 @@ func defaultTuneOptions() tuneOptions {
 		Strategy:      "evo",
 		Seed:          1,
 		Parallel:      4,
-		Population:    24,
-		Elites:        8,
+		Population:    evo.DefaultOptions().Population,
+		Elites:        evo.DefaultOptions().Elites,
 		ProgressEvery: 10 * time.Second,
 	}
 }
@@ -271,7 +271,11 @@ func replayBackend(opts tuneOptions, prob space.Problem, problemSet bool) (backe
 	if err != nil {
 		return backend{}, err
 	}
+	// The recording is a sample of the space: restricted to it, the
+	// search's moves go to the nearest recorded config instead of mostly
+	// falling outside it.
 	sp.Constraints = append(sp.Constraints, rp.Constraint())
+	sp = sp.Restrict(rp.Configs())
 	env := h.Env
 	env.Arch = arch
 	return backend{
