@@ -590,10 +590,18 @@ func TestDeviceFamilySweep(t *testing.T) {
 		n = v
 	}
 	n128 := max(n/4, 1)
+	if s := os.Getenv("EVOTUNE_SWEEP_N_D128"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("EVOTUNE_SWEEP_N_D128=%q: want a positive integer", s)
+		}
+		n128 = v
+	}
 	variants := []devSweepVariant{
 		{Name: "d64-fp16", D: 64, Dtype: "fp16", Shapes: []string{"1x8x512x64", "2x8x500x64"}},
 		{Name: "d64-bf16", D: 64, Dtype: "bf16", Shapes: []string{"1x8x512x64", "2x8x500x64"}},
 		{Name: "d64-fp16-causal", D: 64, Dtype: "fp16", Causal: true, Shapes: []string{"1x4x300x64"}},
+		{Name: "d64-bf16-causal", D: 64, Dtype: "bf16", Causal: true, Shapes: []string{"1x4x300x64"}},
 		{Name: "d128-fp16", D: 128, Dtype: "fp16", Shapes: []string{"1x3x77x128"}},
 		{Name: "d128-bf16", D: 128, Dtype: "bf16", Shapes: []string{"1x3x77x128"}},
 	}
