@@ -132,7 +132,7 @@ func startFake(t *testing.T, gpu int) *Worker {
 	return w
 }
 
-func req(op, cubin string) kernels.Request { return kernels.Request{Op: op, Cubin: cubin} }
+func fakeReq(op, cubin string) kernels.Request { return kernels.Request{Op: op, Cubin: cubin} }
 
 // mustAnswer asserts that the worker answers req without error.
 func mustAnswer(t *testing.T, w *Worker, r kernels.Request) kernels.Response {
@@ -149,12 +149,12 @@ func mustAnswer(t *testing.T, w *Worker, r kernels.Request) kernels.Response {
 
 func TestWorkerAnswersAndSetsDevice(t *testing.T) {
 	w := startFake(t, 3)
-	resp := mustAnswer(t, w, req(kernels.OpInfo, ""))
+	resp := mustAnswer(t, w, fakeReq(kernels.OpInfo, ""))
 	if resp.Device != "fake GPU 3" {
 		t.Errorf("device = %q, want the worker to see CUDA_VISIBLE_DEVICES=3", resp.Device)
 	}
 	first := resp.ID
-	resp = mustAnswer(t, w, req(kernels.OpCheck, ""))
+	resp = mustAnswer(t, w, fakeReq(kernels.OpCheck, ""))
 	if resp.ID != first+1 {
 		t.Errorf("second request ID = %d, want %d", resp.ID, first+1)
 	}
@@ -164,7 +164,7 @@ func TestWorkerAnswersAndSetsDevice(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if _, err := w.Do(context.Background(), req(kernels.OpInfo, ""), time.Second); err == nil {
+	if _, err := w.Do(context.Background(), fakeReq(kernels.OpInfo, ""), time.Second); err == nil {
 		t.Error("Do after Close succeeded")
 	}
 }
@@ -193,12 +193,12 @@ func TestWorkerFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.cubin, func(t *testing.T) {
 			w := startFake(t, 0)
-			mustAnswer(t, w, req(kernels.OpInfo, ""))
+			mustAnswer(t, w, fakeReq(kernels.OpInfo, ""))
 			timeout := tt.timeout
 			if timeout == 0 {
 				timeout = 10 * time.Second
 			}
-			resp, err := w.Do(context.Background(), req(kernels.OpCheck, tt.cubin), timeout)
+			resp, err := w.Do(context.Background(), fakeReq(kernels.OpCheck, tt.cubin), timeout)
 			switch {
 			case tt.wantErr != nil:
 				if !errors.Is(err, tt.wantErr) {
@@ -218,7 +218,7 @@ func TestWorkerFailures(t *testing.T) {
 				}
 			}
 			// The next request works, on a new process when the old one is gone.
-			after := mustAnswer(t, w, req(kernels.OpInfo, ""))
+			after := mustAnswer(t, w, fakeReq(kernels.OpInfo, ""))
 			if after.Device != "fake GPU 0" {
 				t.Errorf("after: device = %q", after.Device)
 			}
@@ -238,7 +238,7 @@ func TestWorkerContextCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := w.Do(ctx, req(kernels.OpTime, "hang"), time.Minute)
+	_, err := w.Do(ctx, fakeReq(kernels.OpTime, "hang"), time.Minute)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error = %v, want context.Canceled", err)
 	}
@@ -248,7 +248,7 @@ func TestWorkerContextCancel(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Do returned %s after cancel", d)
 	}
-	mustAnswer(t, w, req(kernels.OpInfo, ""))
+	mustAnswer(t, w, fakeReq(kernels.OpInfo, ""))
 	if got := w.Restarts(); got != 1 {
 		t.Errorf("Restarts = %d, want 1", got)
 	}
@@ -259,7 +259,7 @@ func TestWorkerContextCancel(t *testing.T) {
 func TestWorkerTimeoutKillsChildren(t *testing.T) {
 	w := startFake(t, 0)
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	_, err := w.Do(context.Background(), req(kernels.OpTime, "spawn:"+pidFile), 2*time.Second)
+	_, err := w.Do(context.Background(), fakeReq(kernels.OpTime, "spawn:"+pidFile), 2*time.Second)
 	if !errors.Is(err, ErrWorkerTimeout) {
 		t.Fatalf("error = %v, want ErrWorkerTimeout", err)
 	}
@@ -272,7 +272,7 @@ func TestWorkerTimeoutKillsChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
+	for processAlive(pid) {
 		if time.Now().After(deadline) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("child %d of the killed worker is still running", pid)
@@ -281,8 +281,8 @@ func TestWorkerTimeoutKillsChildren(t *testing.T) {
 	}
 }
 
-// alive reports whether pid runs (a zombie waiting for its reaper does not).
-func alive(pid int) bool {
+// processAlive reports whether pid runs (a zombie waiting for its reaper does not).
+func processAlive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
@@ -300,7 +300,7 @@ func TestWorkerSerialisesConcurrentCalls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := w.Do(context.Background(), req(kernels.OpCheck, "slow:5"), 10*time.Second)
+			resp, err := w.Do(context.Background(), fakeReq(kernels.OpCheck, "slow:5"), 10*time.Second)
 			if err != nil || resp.Error != "" {
 				t.Errorf("Do: %v %q", err, resp.Error)
 				return
@@ -324,7 +324,7 @@ func TestWorkerSerialisesConcurrentCalls(t *testing.T) {
 
 func TestWorkerQuit(t *testing.T) {
 	w := startFake(t, 0)
-	mustAnswer(t, w, req(kernels.OpQuit, ""))
+	mustAnswer(t, w, fakeReq(kernels.OpQuit, ""))
 	if err := w.Close(); err != nil {
 		t.Errorf("Close after quit: %v", err)
 	}
