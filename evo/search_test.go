@@ -21,7 +21,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}{
 		{"unknown strategy", func(o *Options) { o.Strategy = "annealing" }, `unknown strategy "annealing" (valid: evo, exhaustive, random)`},
 		{"population", func(o *Options) { o.Population = 0 }, "population must be in [1, 65536]"},
-		{"elites above population", func(o *Options) { o.Elites = 25 }, "elites must be in [1, population=24]"},
+		{"elites above population", func(o *Options) { o.Population, o.Elites = 24, 25 }, "elites must be in [1, population=24]"},
 		{"tournament", func(o *Options) { o.Tournament = 0 }, "tournament size"},
 		{"crossover", func(o *Options) { o.CrossoverRate = 1.5 }, "crossover rate must be in [0, 1]"},
 		{"stagnation", func(o *Options) { o.Stagnation = 0 }, "stagnation"},
@@ -360,6 +360,9 @@ func TestLayerShareFollowsImprovements(t *testing.T) {
 			var useful, useless LayerStats
 			for seed := uint64(1); seed <= seeds; seed++ {
 				opts := DefaultOptions()
+				// Generations of 24 give each layer enough trials per
+				// generation for its rate to tell the layers apart.
+				opts.Population, opts.Elites = 24, 8
 				opts.Seed, opts.MaxEvals = seed, 24*7
 				opts.OnGeneration = func(g Generation) {
 					if g.Number > 0 { // generation 0 has no mutations to learn from
