@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"evotune/evo"
@@ -193,5 +195,8 @@ func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, src *
 	if opts.KernelSource != "" {
 		name += ", kernel source " + opts.KernelSource
 	}
-	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.env(), clock: evo.WallClock{}, close: rig.Close}, nil
+	// Enough candidates in flight that every nvcc job has work while each
+	// GPU checks or times one and has the next compiled and waiting.
+	parallel := cmp.Or(opts.Jobs, runtime.NumCPU()) + 2*len(rig.gpus)
+	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.env(), clock: evo.WallClock{}, close: rig.Close, parallel: parallel}, nil
 }

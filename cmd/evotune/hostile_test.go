@@ -363,7 +363,7 @@ func TestUsageErrorsOverTheBinary(t *testing.T) {
 		{[]string{"tune", "--dtype", "fp8"}, "--dtype"},
 		{[]string{"tune", "--dtype", "fp16 -Xcompiler -fplugin=x"}, "--dtype"},
 		{[]string{"tune", "--evals", "-1"}, "--evals"},
-		{[]string{"tune", "--parallel", "0"}, "--parallel"},
+		{[]string{"tune", "--parallel", "-1"}, "--parallel"},
 		{[]string{"tune", "--strategy", "$(touch " + pwn + ")"}, "--strategy"},
 		{[]string{"tune", "--arch", "sm_12; touch " + pwn}, "--arch"},
 		{[]string{"tune", "--kernel-source", missing}, "--kernel-source"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,8 +54,8 @@ func defaultTuneOptions() tuneOptions {
 		Archive:       "evotune-archive",
 		Strategy:      "evo",
 		Seed:          1,
-		Parallel:      4,
-		Population:    evo.DefaultOptions().Population,
+		Parallel:      0, // auto: see backend.parallel
+		Population:    0, // auto: see tuneOptions.evoOptions
 		Elites:        evo.DefaultOptions().Elites,
 		ProgressEvery: 10 * time.Second,
 	}
@@ -144,6 +145,9 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if !opts.Quiet {
 		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
 	}
+	if opts.Parallel == 0 {
+		opts.Parallel = b.parallel
+	}
 	eo := opts.evoOptions(b.clock, progress)
 	eo.Seeds = seeds
 	eo.Confirmer, err = gpuConfirmer(b.eval)
@@ -187,8 +191,8 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the search's random number generator")
 	fs.IntVar(&o.Evals, "evals", o.Evals, "stop after this many evaluations in total, resumed runs included (0: no limit)")
 	fs.DurationVar(&o.Budget, "budget", o.Budget, "stop when the search has run this long in total, resumed runs included, e.g. 8h (0: no limit)")
-	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "candidates in flight at once")
-	fs.IntVar(&o.Population, "population", o.Population, "configs proposed in each generation (the evo population)")
+	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "candidates in flight at once (0: on a GPU, the nvcc jobs plus two per GPU; with --replay, 4)")
+	fs.IntVar(&o.Population, "population", o.Population, "configs proposed in each generation (0: the search's default, raised to --parallel)")
 	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
 	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
@@ -207,6 +211,12 @@ func (o tuneOptions) evoOptions(clock evo.Clock, progress *progressReporter) evo
 	eo := evo.DefaultOptions()
 	eo.Strategy, eo.Seed = o.Strategy, o.Seed
 	eo.Population, eo.Elites, eo.Parallel = o.Population, o.Elites, o.Parallel
+	if eo.Population == 0 {
+		// The search's own default is tuned for evaluations to the optimum;
+		// a generation smaller than the candidates the machine can keep in
+		// flight would leave compile slots idle, so it is raised to that.
+		eo.Population = max(evo.DefaultOptions().Population, eo.Parallel)
+	}
 	eo.MaxEvals, eo.MaxTime = o.Evals, o.Budget
 	eo.Clock = clock
 	if progress != nil {
@@ -225,7 +235,14 @@ type backend struct {
 	env     space.Env
 	clock   evo.Clock
 	close   func() error
+	// parallel is how many candidates keep this backend busy, the
+	// --parallel 0 default.
+	parallel int
 }
+
+// replayParallel is the candidates in flight of a replayed search when
+// --parallel is 0: the virtual clock divides recorded costs by it.
+const replayParallel = 4
 
 // describe renders a config key for people: the knobs that differ from the
 // family's default.
@@ -279,13 +296,14 @@ func replayBackend(opts tuneOptions, prob space.Problem, problemSet bool) (backe
 	env := h.Env
 	env.Arch = arch
 	return backend{
-		name:    "replay " + filepath.Base(opts.Replay),
-		problem: prob,
-		space:   sp,
-		eval:    rp,
-		env:     env,
-		clock:   evo.NewVirtualClock(opts.Parallel),
-		close:   func() error { return nil },
+		name:     "replay " + filepath.Base(opts.Replay),
+		problem:  prob,
+		space:    sp,
+		eval:     rp,
+		env:      env,
+		clock:    evo.NewVirtualClock(cmp.Or(opts.Parallel, replayParallel)),
+		parallel: cmp.Or(opts.Parallel, replayParallel),
+		close:    func() error { return nil },
 	}, nil
 }
 
@@ -415,15 +433,15 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		return usagef("tune", "--evals must be positive")
 	case o.Budget < 0:
 		return usagef("tune", "--budget must not be negative")
-	case o.Parallel <= 0:
-		return usagef("tune", "--parallel must be positive")
+	case o.Parallel < 0:
+		return usagef("tune", "--parallel must not be negative (0: as many as the machine keeps busy)")
 	case o.Parallel > 1024:
 		return usagef("tune", "--parallel %d: at most 1024 candidates in flight", o.Parallel)
-	case o.Population < 2:
-		return usagef("tune", "--population must be at least 2")
+	case o.Population != 0 && o.Population < 2:
+		return usagef("tune", "--population must be at least 2 (0: the search's default)")
 	case o.Elites <= 0:
 		return usagef("tune", "--elites must be positive")
-	case o.Elites > o.Population:
+	case o.Population != 0 && o.Elites > o.Population:
 		return usagef("tune", "--elites %d exceeds --population %d", o.Elites, o.Population)
 	case o.Jobs < 0:
 		return usagef("tune", "--jobs must not be negative")

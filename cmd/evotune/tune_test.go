@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"evotune/elites"
+	"evotune/evo"
 	"evotune/runner"
 	"evotune/space"
 )
@@ -317,4 +318,22 @@ func readArchive(t *testing.T, dir string) *elites.Archive {
 		t.Fatal(err)
 	}
 	return a
+}
+
+func TestTunePopulationFollowsParallel(t *testing.T) {
+	def := evo.DefaultOptions().Population
+	tests := []struct {
+		parallel, population, want int
+	}{
+		{replayParallel, 0, max(def, replayParallel)}, // replay: the search's own default
+		{def + 10, 0, def + 10},                       // a GPU machine keeping more in flight
+		{def + 10, 3, 3},                              // an explicit --population is kept
+	}
+	for _, tt := range tests {
+		o := defaultTuneOptions()
+		o.Parallel, o.Population = tt.parallel, tt.population
+		if got := o.evoOptions(evo.WallClock{}, nil).Population; got != tt.want {
+			t.Errorf("--parallel %d --population %d: population %d, want %d", tt.parallel, tt.population, got, tt.want)
+		}
+	}
 }
