@@ -89,7 +89,7 @@ type Options struct {
 }
 
 // DefaultOptions returns the default options: the evo strategy with a
-// population of 8, 4 elites, tournaments of 3, crossover rate 0.5, fresh
+// population of 8, 8 elites (the top K), tournaments of 3, crossover rate 0.5, fresh
 // configs after 4 stagnant generations, one evaluation at a time and no
 // budget. The population and elites were chosen with bench-search on the
 // H100 recording and the synthetic file (evo/NOTES.md).
@@ -98,7 +98,7 @@ func DefaultOptions() Options {
 		Strategy:      StrategyEvo,
 		Seed:          1,
 		Population:    8,
-		Elites:        4,
+		Elites:        8,
 		Tournament:    3,
 		CrossoverRate: 0.5,
 		Stagnation:    4,
