@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -61,6 +62,11 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	}
 	defer a.Close()
 	warnSkipped(c.stderr, a)
+	if meta := a.Meta(); meta.Problem.Family != "" {
+		if sp, err := familySpace("show", meta.Problem, cmpOr(meta.Arch, "sm_89")); err == nil {
+			warnForeign(c.stderr, a, sp)
+		}
+	}
 	report := newShowReport(a, opts.Top)
 	if opts.Format == "json" {
 		enc := json.NewEncoder(c.stdout)
@@ -75,6 +81,27 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 func warnSkipped(stderr io.Writer, a *elites.Archive) {
 	for _, w := range a.Skipped() {
 		fmt.Fprintf(stderr, "evotune: warning: %s/results.jsonl: skipped %s\n", a.Dir(), w)
+	}
+}
+
+// warnForeign prints, on stderr, how many results of the archive hold a
+// config that is not one of sp's (an unknown knob, a value off a knob's
+// list): a log edited by hand or made by another build. The search never
+// proposes such a config and export refuses it, but they are loaded and
+// shown, so the user is told. Constraint rejections are ordinary results.
+func warnForeign(stderr io.Writer, a *elites.Archive, sp *space.Space) {
+	n, first := 0, ""
+	for _, r := range a.Results() {
+		var rej *space.Rejection
+		if err := sp.Check(r.Config); err != nil && !errors.As(err, &rej) {
+			if n == 0 {
+				first = fmt.Sprintf("result %d: %v", r.Seq, err)
+			}
+			n++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(stderr, "evotune: warning: %s/results.jsonl: %d results hold configs outside the knob space (first: %s)\n", a.Dir(), n, first)
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -85,5 +87,41 @@ func TestShowErrors(t *testing.T) {
 	_, stderr, code := runCLI(t, "show", "--archive", dir)
 	if code != exitError || !strings.Contains(stderr, "is not an archive") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("show on an empty directory: exit %d, stderr %q; want exit 1 and one line saying it is not an archive", code, stderr)
+	}
+}
+
+// TestShowWarnsOfForeignConfigs appends a result whose config is not in the
+// knob space (a value off block_m's list) to a copy of the test archive:
+// show still prints the elites, and says on stderr that the log holds it.
+func TestShowWarnsOfForeignConfigs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "archive")
+	if err := os.CopyFS(dir, os.DirFS(testArchive)); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
+		t.Fatal(err)
+	}
+	cfg := r["config"].(map[string]any)
+	cfg["block_m"] = "48"
+	r["key"], r["seq"] = "foreign", 10000
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(filepath.Join(dir, "results.jsonl"), append(append(log, b...), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, "show", "--archive", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stderr, "1 results hold configs outside the knob space") || !strings.Contains(stderr, "block_m") {
+		t.Errorf("stderr does not warn of the foreign config:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "p50") {
+		t.Errorf("show printed no elite table:\n%s", stdout)
 	}
 }

@@ -140,6 +140,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	}
 	defer archive.Close()
 	warnSkipped(c.stderr, archive)
+	warnForeign(c.stderr, archive, b.space)
 
 	var progress *progressReporter
 	if !opts.Quiet {
