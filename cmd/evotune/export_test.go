@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -27,11 +25,7 @@ var fixedNow = time.Date(2026, 11, 24, 8, 30, 0, 0, time.UTC)
 // runCLIAt runs evotune in-process like runCLI, with the clock at now.
 func runCLIAt(t *testing.T, now time.Time, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	c := &cli{stdout: &out, stderr: &errOut, now: func() time.Time { return now }}
-	err := helpDone(c.run(context.Background(), args))
-	code = report(err, &errOut)
-	return out.String(), errOut.String(), code
+	return runCLIClock(t, func() time.Time { return now }, args...)
 }
 
 // goldenFile compares got with the file at path (relative to the package),

@@ -19,8 +19,14 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // runCLI runs evotune in-process with args and returns its output and exit code.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIClock(t, time.Now, args...)
+}
+
+// runCLIClock is runCLI with the command's clock replaced by now.
+func runCLIClock(t *testing.T, now func() time.Time, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	c := &cli{stdout: &out, stderr: &errOut, now: time.Now}
+	c := &cli{stdout: &out, stderr: &errOut, now: now}
 	err := helpDone(c.run(context.Background(), args))
 	code = report(err, &errOut)
 	return out.String(), errOut.String(), code
@@ -29,23 +35,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // golden compares got with testdata/golden/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (run go test -update if the change is meant):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	goldenFile(t, filepath.Join("testdata", "golden", name), got)
 }
 
 // builtBinary is the evotune binary that the end-to-end tests run as a
