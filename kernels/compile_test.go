@@ -42,6 +42,9 @@ func newCompiler(t *testing.T) *compiler {
 	t.Helper()
 	nvcc, err := exec.LookPath("nvcc")
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("nvcc not found on PATH, and CI installs it (nvidia-cuda-toolkit)")
+		}
 		t.Skip("nvcc not found on PATH: the CUDA compile tests need nvcc (CI installs nvidia-cuda-toolkit)")
 	}
 	objdump, _ := exec.LookPath("cuobjdump")

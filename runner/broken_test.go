@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -141,10 +140,7 @@ func TestBrokenKernelsCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiling the broken-kernel suite with nvcc takes about half a minute; skipped with -short")
 	}
-	path, err := exec.LookPath("nvcc")
-	if err != nil {
-		t.Skip("nvcc is not installed")
-	}
+	path := testNVCC(t)
 	ctx := context.Background()
 	nv, err := NVCCVersion(ctx, path)
 	if err != nil {

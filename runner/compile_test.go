@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -248,10 +247,7 @@ func TestCompileReason(t *testing.T) {
 // to the GPU, which a fake stands for: constraints, nvcc, ptxas figures of
 // the real kernel, and the launch plan's register and shared memory fit.
 func TestCompileSDPAGate(t *testing.T) {
-	path, err := exec.LookPath("nvcc")
-	if err != nil {
-		t.Skip("nvcc is not installed")
-	}
+	path := testNVCC(t)
 	ctx := context.Background()
 	nv, err := NVCCVersion(ctx, path)
 	if err != nil {

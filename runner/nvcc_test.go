@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,11 +101,7 @@ func TestFindNVCC(t *testing.T) {
 }
 
 func TestNVCCVersionReal(t *testing.T) {
-	path, err := exec.LookPath("nvcc")
-	if err != nil {
-		t.Skip("nvcc is not installed")
-	}
-	v, err := NVCCVersion(context.Background(), path)
+	v, err := NVCCVersion(context.Background(), testNVCC(t))
 	if err != nil {
 		t.Fatal(err)
 	}
