@@ -270,9 +270,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	fs.StringVar(&opts.Out, "out", opts.Out, "`directory` for bench.md and bench.json")
 	fs.StringVar(&opts.Python, "python", opts.Python, "python `interpreter` with PyTorch")
 	fs.StringVar(&opts.Script, "torch-script", opts.Script, "`path` of bench/torch_sdpa.py")
-	fs.StringVar(&opts.gpu.Arch, "arch", opts.gpu.Arch, "target architecture, e.g. sm_90 (default: the GPU's)")
-	fs.StringVar(&opts.gpu.NVCC, "nvcc", opts.gpu.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
-	fs.StringVar(&opts.gpu.Cache, "cache", opts.gpu.Cache, "compile cache `directory` (default: the user cache directory)")
+	opts.gpu.register(fs, "sm_90")
 	fs.IntVar(&opts.GPU, "gpu", opts.GPU, "index of the GPU to time on")
 	if _, err := c.parseFlags(fs, args, false); err != nil {
 		return err

@@ -47,9 +47,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&opts.Config, "config", opts.Config, "the configuration as `k=v,...`; knobs not named take their default")
 	opts.problem.register(fs, true)
 	fs.BoolVar(&opts.CompileOnly, "compile-only", opts.CompileOnly, "stop after the ptxas gate (no GPU needed)")
-	fs.StringVar(&opts.gpu.Arch, "arch", opts.gpu.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
-	fs.StringVar(&opts.gpu.NVCC, "nvcc", opts.gpu.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
-	fs.StringVar(&opts.gpu.Cache, "cache", opts.gpu.Cache, "compile cache `directory` (default: the user cache directory)")
+	opts.gpu.register(fs, "sm_89")
 	fs.IntVar(&opts.GPU, "gpu", opts.GPU, "index of the GPU to check on")
 	fs.StringVar(&opts.KernelSource, "kernel-source", opts.KernelSource, "compile this .cu `file` in place of the embedded kernel (same entry points and SdpaParams)")
 	if _, err := c.parseFlags(fs, args, false); err != nil {

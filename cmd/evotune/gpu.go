@@ -15,6 +15,8 @@ import (
 	"evotune/kernels"
 	"evotune/runner"
 	"evotune/space"
+
+	"github.com/spf13/pflag"
 )
 
 // gpuSetup is what compiling and running candidates on this machine needs:
@@ -28,6 +30,14 @@ type gpuSetup struct {
 	// Source is compiled in place of the embedded kernel source when set
 	// (--kernel-source).
 	Source *kernels.Source
+}
+
+// register adds the flags that say where and how candidates compile, bound
+// to s; archExample is the --arch example of the subcommand's help.
+func (s *gpuSetup) register(fs *pflag.FlagSet, archExample string) {
+	fs.StringVar(&s.Arch, "arch", s.Arch, "target architecture, e.g. "+archExample+" (default: the GPU's)")
+	fs.StringVar(&s.NVCC, "nvcc", s.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
+	fs.StringVar(&s.Cache, "cache", s.Cache, "compile cache `directory` (default: the user cache directory)")
 }
 
 // probeTimeout bounds the worker's first answer (device info).
