@@ -249,6 +249,23 @@ __device__ __forceinline__ int tile_off(int row, int col) {
     }
 }
 
+// Byte offset of the 16-byte chunk holding (row, col) in a tile, for a
+// thread whose fragments step along the row in k16 steps (32 bytes) from
+// there: kstep(a, k) is that address k steps on. With the swizzle the chunk
+// index is XORed with row & 7, and since a step adds 2 to an even chunk
+// index, (2k + c) ^ r == (2k) ^ (c ^ r): the step is an XOR by k << 5 with a
+// compile-time k, as long as every row starts 256-byte aligned (the kernel
+// checks its shared-memory base; tiles are whole multiples of 2 KB). The
+// compiler then keeps one address per fragment pattern, not one per step.
+__device__ __forceinline__ uint32_t kstep(uint32_t a, int k) {
+    if constexpr (kSwizzle) {
+        return a ^ (uint32_t)(k << 5);
+    } else {
+        return a + (uint32_t)(k << 5);
+    }
+}
+constexpr int kRowBytes = kStride * 2;
+
 // Copies rows [row0, row0+ROWS) of a [s, D] matrix into a tile with
 // cp.async, NTHR threads cooperating; rows at or past s are zero-filled so
 // 0 * garbage can never produce NaN. A thread always copies the same
@@ -349,26 +366,35 @@ __device__ __forceinline__ void acc_init(Acc& a) {
 
 using QFrag = uint32_t[kQInRegs ? MT : 1][kQInRegs ? KT : 1][4];
 
+// The thread's ldmatrix address of Q's A fragment for (mt 0, kt 0); (mt,
+// kt) is 16 rows per mt on and kstep'ed by kt.
+__device__ __forceinline__ uint32_t q_frag_addr(uint32_t sq, int wm, int lane) {
+    return sq + tile_off(wm * kRowsPerWarp + (lane & 15), (lane >> 4) * 8) * 2;
+}
+
 // Q's A fragment for (mt, kt), from shared memory.
-__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t sq, int wm, int mt, int kt, int lane) {
-    const int row = wm * kRowsPerWarp + mt * 16 + (lane & 15);
-    const int col = kt * 16 + (lane >> 4) * 8;
-    ldsm_x4(a, sq + tile_off(row, col) * 2);
+__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t qa, int mt, int kt) {
+    ldsm_x4(a, kstep(qa + mt * 16 * kRowBytes, kt));
 }
 
 __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int lane) {
     if constexpr (kQInRegs) {
+        const uint32_t qa = q_frag_addr(sq, wm, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int kt = 0; kt < KT; ++kt) load_q_frag(qf[mt][kt], sq, wm, mt, kt, lane);
+            for (int kt = 0; kt < KT; ++kt) load_q_frag(qf[mt][kt], qa, mt, kt);
     }
 }
 
 // attend folds one K/V tile (keys kv0..kv0+BN-1) into the warp's state.
 __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, uint32_t sk, uint32_t sv,
                                        int m0, int kv0, int s, float sc, int wm, int wn, int lane) {
-    // S = Q K^T over this warp's rows and key slice.
+    // S = Q K^T over this warp's rows and key slice. One base address per
+    // fragment pattern; rows move by 16 per tile, columns by kstep.
+    const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
+    const uint32_t ka = sk + tile_off(wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8) * 2;
+    const uint32_t va = sv + tile_off(wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8) * 2;
     float sacc[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -386,15 +412,13 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kt][e];
             } else {
-                load_q_frag(a[mt], sq, wm, mt, kt, lane);
+                load_q_frag(a[mt], qa, mt, kt);
             }
         }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
             uint32_t b[4];
-            const int key = wn * kColsPerWarp + np * 16 + (lane & 7) + (lane >> 4) * 8;
-            const int col = kt * 16 + ((lane >> 3) & 1) * 8;
-            ldsm_x4(b, sk + tile_off(key, col) * 2);
+            ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, kt));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma16816(sacc[mt][2 * np], a[mt], b[0], b[1]);
@@ -469,9 +493,7 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
             uint32_t b[4];
-            const int key = wn * kColsPerWarp + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-            const int col = dp * 16 + (lane >> 4) * 8;
-            ldsm_x4_trans(b, sv + tile_off(key, col) * 2);
+            ldsm_x4_trans(b, kstep(va + kk * 16 * kRowBytes, dp));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma16816(acc.o[mt][2 * dp], pa[mt], b[0], b[1]);
@@ -641,16 +663,22 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                     load_kv(j);
                     cp_async_commit();
                     cp_async_wait<0>();
+                    __syncthreads();
                 } else {
+                    // Groups so far: Q, tiles 0..S-2, then one per earlier
+                    // iteration; tile j's is done when S-2 are pending.
+                    cp_async_wait<kStages - 2>();
+                    // One barrier per tile: past it tile j is visible to
+                    // every warp, and every warp is done with tile j-1, so
+                    // its slot takes tile j+S-1 while tile j is computed.
+                    __syncthreads();
                     if (j + kStages - 1 < w.nkb) load_kv(j + kStages - 1);
-                    cp_async_commit();
-                    cp_async_wait<kStages - 1>();
+                    cp_async_commit();  // empty groups keep the count fixed
                 }
-                __syncthreads();
                 const uint32_t sk = smem_addr(ring + (j % kStages) * 2 * kTileElems);
                 attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * 2, w.m0, (w.kb0 + j) * BN, p.s, sc, wm, wn,
                        lane);
-                __syncthreads();  // the slot is free for the next load
+                if constexpr (kStages == 1) __syncthreads();  // the slot is free for the next load
             }
         }
         finish(acc, p, w, smem, wm, wn, lane);
@@ -722,12 +750,13 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
 }  // namespace sdpa
 
 extern "C" __global__ void __launch_bounds__(sdpa::kThreads, SDPA_MIN_BLOCKS) sdpa_fwd(const SdpaParams p) {
-    extern __shared__ __align__(128) char smem[];
+    extern __shared__ __align__(1024) char smem[];
     // A launch with less shared memory than this build uses, or for another
-    // head dimension, would silently corrupt; stop it instead.
+    // head dimension, would silently corrupt; stop it instead. kstep needs
+    // the tiles 256-byte aligned.
     uint32_t dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
-    if (dyn < (uint32_t)sdpa::kSmemBytes || p.d != sdpa::D) __trap();
+    if (dyn < (uint32_t)sdpa::kSmemBytes || p.d != sdpa::D || (sdpa::smem_addr(smem) & 255u) != 0) __trap();
     if constexpr (sdpa::kWS) {
         sdpa::run_specialised(p, smem);
     } else {
