@@ -44,3 +44,45 @@ func TestTuneSeedFrom(t *testing.T) {
 		t.Errorf("resumed archive holds %d results, want 24", n)
 	}
 }
+
+// TestTuneSeedConfig starts a replay search from configs given on the
+// command line: the first generation evaluates the default and then them,
+// in the order given. A config that is not a config of the space, or not
+// valid for the problem, is a usage error.
+func TestTuneSeedConfig(t *testing.T) {
+	dir := t.TempDir()
+	seeds := []string{"block_m=32,block_n=128", "block_m=16,warps=2"}
+	args := []string{"tune", "--replay", replayFile, "--archive", filepath.Join(dir, "a"), "--population", "8",
+		"--evals", "8", "--parallel", "1", "--quiet"}
+	for _, s := range seeds {
+		args = append(args, "--seed-config", s)
+	}
+	if _, stderr, code := runCLI(t, args...); code != 0 {
+		t.Fatalf("seeded tune: exit %d\n%s", code, stderr)
+	}
+	got := readArchive(t, filepath.Join(dir, "a")).Results()
+	if len(got) < 3 {
+		t.Fatalf("archive holds %d results, want at least 3", len(got))
+	}
+	for i, s := range seeds {
+		for item := range strings.SplitSeq(s, ",") {
+			k, v, _ := strings.Cut(item, "=")
+			if got[i+1].Config[k] != v {
+				t.Errorf("result %d is %s, want the seed %s", i+1, got[i+1].Key, s)
+				break
+			}
+		}
+	}
+
+	for _, bad := range []struct{ seed, want string }{
+		{"block_m=33", `--seed-config "block_m=33": knob block_m: value "33" not in`},
+		{"tiles=2", `--seed-config "tiles=2": unknown knob "tiles"`},
+		{"ws=0,producer_warps=2", `--seed-config "ws=0,producer_warps=2": not valid for this problem`},
+	} {
+		_, stderr, code := runCLI(t, "tune", "--replay", replayFile, "--archive", filepath.Join(dir, "b"), "--evals", "4",
+			"--quiet", "--seed-config", bad.seed)
+		if code != exitUsage || !strings.Contains(stderr, bad.want) {
+			t.Errorf("--seed-config %s: exit %d, stderr %q; want exit %d naming %q", bad.seed, code, stderr, exitUsage, bad.want)
+		}
+	}
+}

@@ -33,12 +33,15 @@ type tuneOptions struct {
 	Elites     int
 	Replay     string
 	SeedFrom   string
-	Arch       string
-	NVCC       string
-	GPUs       []int
-	Jobs       int
-	Cache      string
-	Quiet      bool
+	// SeedConfigs are configs (k=v,...) to start a new search from, after
+	// the elites of SeedFrom.
+	SeedConfigs []string
+	Arch        string
+	NVCC        string
+	GPUs        []int
+	Jobs        int
+	Cache       string
+	Quiet       bool
 	// KernelSource is a .cu file compiled in place of the embedded
 	// kernel source.
 	KernelSource string
@@ -134,6 +137,13 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
+	if len(opts.SeedConfigs) > 0 {
+		given, err := seedConfigs(c.stderr, opts.SeedConfigs, opts.Archive, b.space)
+		if err != nil {
+			return err
+		}
+		seeds = append(seeds, given...)
+	}
 	archive, state, err := openArchive(opts.Archive, meta)
 	if err != nil {
 		return err
@@ -197,6 +207,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
 	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
+	fs.StringArrayVar(&o.SeedConfigs, "seed-config", o.SeedConfigs, "seed a new search with this configuration (`k=v,...`, knobs not named take their default); repeatable")
 	fs.StringVar(&o.Arch, "arch", o.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
 	fs.StringVar(&o.NVCC, "nvcc", o.NVCC, "nvcc `path` (default: found on PATH or in /usr/local/cuda)")
 	fs.IntSliceVar(&o.GPUs, "gpus", o.GPUs, "GPU indices to time on, e.g. 0,1 (default: GPU 0)")
@@ -362,6 +373,31 @@ func seedFrom(stderr io.Writer, dir, archive string, meta elites.Meta, k int, sp
 	// search skips those, and the count says how many remain.
 	fmt.Fprintf(stderr, "evotune: seeding from %d of the %d best configs of %s (the others are not valid here)\n", valid, len(seeds), dir)
 	return seeds, nil
+}
+
+// seedConfigs parses the --seed-config texts into configs of sp, refusing a
+// config that is not valid there (a seed the search would silently skip is
+// a typo the user wants to hear about). Like seedFrom, it returns none when
+// archive already holds a search.
+func seedConfigs(stderr io.Writer, texts []string, archive string, sp *space.Space) ([]space.Config, error) {
+	var out []space.Config
+	for _, text := range texts {
+		c, err := sp.Parse(text)
+		if err != nil {
+			return nil, usagef("tune", "--seed-config %q: %v", text, err)
+		}
+		if err := sp.Check(c); err != nil {
+			return nil, usagef("tune", "--seed-config %q: not valid for this problem: %v", text, err)
+		}
+		out = append(out, c)
+	}
+	if exists, err := elites.Exists(archive); err != nil {
+		return nil, fmt.Errorf("tune --archive: %w", err)
+	} else if exists {
+		fmt.Fprintf(stderr, "evotune: --seed-config: archive %s already holds a search; resuming it without seeds\n", archive)
+		return nil, nil
+	}
+	return out, nil
 }
 
 // stateGeneration reads the generation number from a saved search state,
