@@ -249,22 +249,30 @@ __device__ __forceinline__ int tile_off(int row, int col) {
     }
 }
 
-// Byte offset of the 16-byte chunk holding (row, col) in a tile, for a
-// thread whose fragments step along the row in k16 steps (32 bytes) from
-// there: kstep(a, k) is that address k steps on. With the swizzle the chunk
-// index is XORed with row & 7, and since a step adds 2 to an even chunk
-// index, (2k + c) ^ r == (2k) ^ (c ^ r): the step is an XOR by k << 5 with a
+// ldmatrix addresses along a row. A thread's fragments step along a tile
+// row in k16 steps (32 bytes). With the swizzle the chunk index is XORed
+// with row & 7, and since a step adds 2 to an even chunk index,
+// (2k + c) ^ r == (2k) ^ (c ^ r): the step is an XOR by k << 5 with a
 // compile-time k, as long as every row starts 256-byte aligned (the kernel
-// checks its shared-memory base; tiles are whole multiples of 2 KB). The
-// compiler then keeps one address per fragment pattern, not one per step.
-__device__ __forceinline__ uint32_t kstep(uint32_t a, int k) {
-    if constexpr (kSwizzle) {
+// checks its shared-memory base; tiles are whole multiples of 2 KB), and
+// ptxas keeps one address per fragment pattern instead of one per step.
+// Measured on the H100 (kernels/NOTES.md): at D=128 this frees 13-18
+// registers and is 3-4% faster; at D=64 the per-step addresses, which ptxas
+// folds into immediate offsets, are 3% faster on the long shapes. So the
+// XOR stepping is used at D=128 only.
+constexpr bool kXorStep = kSwizzle && D == 128;
+constexpr int kRowBytes = kStride * 2;
+
+// The address of the chunk k steps along the row from the chunk at byte
+// address a (of the tile at t, row, col): a ^ (k << 5) with kXorStep, else
+// computed from (row, col) afresh.
+__device__ __forceinline__ uint32_t kstep(uint32_t a, uint32_t t, int row, int col, int k) {
+    if constexpr (kXorStep) {
         return a ^ (uint32_t)(k << 5);
     } else {
-        return a + (uint32_t)(k << 5);
+        return t + tile_off(row, col + k * 16) * 2;
     }
 }
-constexpr int kRowBytes = kStride * 2;
 
 // Copies rows [row0, row0+ROWS) of a [s, D] matrix into a tile with
 // cp.async, NTHR threads cooperating; rows at or past s are zero-filled so
@@ -366,15 +374,18 @@ __device__ __forceinline__ void acc_init(Acc& a) {
 
 using QFrag = uint32_t[kQInRegs ? MT : 1][kQInRegs ? KT : 1][4];
 
-// The thread's ldmatrix address of Q's A fragment for (mt 0, kt 0); (mt,
-// kt) is 16 rows per mt on and kstep'ed by kt.
+// The thread's row and column of Q's A fragment for (mt 0, kt 0), and that
+// chunk's address; (mt, kt) is 16 rows per mt on and kstep'ed by kt.
+__device__ __forceinline__ int q_frag_row(int wm, int lane) { return wm * kRowsPerWarp + (lane & 15); }
+__device__ __forceinline__ int q_frag_col(int lane) { return (lane >> 4) * 8; }
 __device__ __forceinline__ uint32_t q_frag_addr(uint32_t sq, int wm, int lane) {
-    return sq + tile_off(wm * kRowsPerWarp + (lane & 15), (lane >> 4) * 8) * 2;
+    return sq + tile_off(q_frag_row(wm, lane), q_frag_col(lane)) * 2;
 }
 
 // Q's A fragment for (mt, kt), from shared memory.
-__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t qa, int mt, int kt) {
-    ldsm_x4(a, kstep(qa + mt * 16 * kRowBytes, kt));
+__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t sq, uint32_t qa, int wm, int mt, int kt,
+                                            int lane) {
+    ldsm_x4(a, kstep(qa + mt * 16 * kRowBytes, sq, q_frag_row(wm, lane) + mt * 16, q_frag_col(lane), kt));
 }
 
 __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int lane) {
@@ -383,7 +394,7 @@ __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int 
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int kt = 0; kt < KT; ++kt) load_q_frag(qf[mt][kt], qa, mt, kt);
+            for (int kt = 0; kt < KT; ++kt) load_q_frag(qf[mt][kt], sq, qa, wm, mt, kt, lane);
     }
 }
 
@@ -393,8 +404,10 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
     // S = Q K^T over this warp's rows and key slice. One base address per
     // fragment pattern; rows move by 16 per tile, columns by kstep.
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
-    const uint32_t ka = sk + tile_off(wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8) * 2;
-    const uint32_t va = sv + tile_off(wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8) * 2;
+    const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * 8;
+    const int vrow = wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, vcol = (lane >> 4) * 8;
+    const uint32_t ka = sk + tile_off(krow, kcol) * 2;
+    const uint32_t va = sv + tile_off(vrow, vcol) * 2;
     float sacc[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -412,13 +425,13 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kt][e];
             } else {
-                load_q_frag(a[mt], qa, mt, kt);
+                load_q_frag(a[mt], sq, qa, wm, mt, kt, lane);
             }
         }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
             uint32_t b[4];
-            ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, kt));
+            ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma16816(sacc[mt][2 * np], a[mt], b[0], b[1]);
@@ -493,7 +506,7 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
             uint32_t b[4];
-            ldsm_x4_trans(b, kstep(va + kk * 16 * kRowBytes, dp));
+            ldsm_x4_trans(b, kstep(va + kk * 16 * kRowBytes, sv, vrow + kk * 16, vcol, dp));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma16816(acc.o[mt][2 * dp], pa[mt], b[0], b[1]);
@@ -752,8 +765,8 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
 extern "C" __global__ void __launch_bounds__(sdpa::kThreads, SDPA_MIN_BLOCKS) sdpa_fwd(const SdpaParams p) {
     extern __shared__ __align__(1024) char smem[];
     // A launch with less shared memory than this build uses, or for another
-    // head dimension, would silently corrupt; stop it instead. kstep needs
-    // the tiles 256-byte aligned.
+    // head dimension, would silently corrupt; stop it instead. The XOR
+    // kstep needs the tiles 256-byte aligned.
     uint32_t dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
     if (dyn < (uint32_t)sdpa::kSmemBytes || p.d != sdpa::D || (sdpa::smem_addr(smem) & 255u) != 0) __trap();
