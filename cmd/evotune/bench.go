@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -624,15 +625,43 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(f.Name(), path)
 }
 
-// gitCommit is the commit of the working directory's checkout, or
-// $EVOTUNE_COMMIT where there is no git or no checkout (a GPU machine given
-// a copy of the tree).
+// gitCommit is the commit of the code that ran: the revision this binary
+// was built from (with "+modified" when its tree had local changes), else
+// $EVOTUNE_COMMIT, else the working directory's checkout. The checkout comes
+// last because a GPU machine given a copy of the tree may hold a stale one.
 func gitCommit(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
-	if err == nil {
-		if c := strings.TrimSpace(string(out)); c != "" {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if c := buildRevision(info); c != "" {
 			return c
 		}
 	}
-	return os.Getenv("EVOTUNE_COMMIT")
+	if c := os.Getenv("EVOTUNE_COMMIT"); c != "" {
+		return c
+	}
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
+	if err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	return ""
+}
+
+// buildRevision is the VCS revision recorded in a build, with "+modified"
+// for a tree with local changes; "" when the build recorded none (go test,
+// go run outside a checkout).
+func buildRevision(info *debug.BuildInfo) string {
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+modified"
+			}
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + modified
 }

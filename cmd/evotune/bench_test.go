@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,25 @@ func TestBenchUsage(t *testing.T) {
 				t.Errorf("bench %v: %v, want an error about %s", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestBuildRevision: bench records the revision the binary was built from,
+// marked when the tree had local changes, and nothing when the build
+// recorded none (so that $EVOTUNE_COMMIT or the checkout is asked instead).
+func TestBuildRevision(t *testing.T) {
+	for _, tc := range []struct {
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{nil, ""},
+		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "8c6ddd2c"}}, "8c6ddd2c"},
+		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "8c6ddd2c"}, {Key: "vcs.modified", Value: "false"}}, "8c6ddd2c"},
+		{[]debug.BuildSetting{{Key: "vcs.modified", Value: "true"}, {Key: "vcs.revision", Value: "8c6ddd2c"}}, "8c6ddd2c+modified"},
+		{[]debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}, ""},
+	} {
+		if got := buildRevision(&debug.BuildInfo{Settings: tc.settings}); got != tc.want {
+			t.Errorf("buildRevision(%v) = %q, want %q", tc.settings, got, tc.want)
+		}
 	}
 }
