@@ -989,11 +989,13 @@ public:
         constexpr int kMaxLaunches = 4096;
         int n = 1;
         GraphExec exec;
+        double sampleUs = 0;
         for (;;) {
             exec = capture(r, fns, n);
             launchGraph(exec);  // first replay uploads the graph
             RT(cudaStreamSynchronize(stream_));
             double us = replayMicros(exec);
+            sampleUs = us;
             if (us >= r.minSampleUs || n >= kMaxLaunches) break;
             double want = r.minSampleUs * 1.2 / std::max(us, 1e-3);
             int grow = 2;
@@ -1001,13 +1003,15 @@ public:
             n = std::min(n * grow, kMaxLaunches);
         }
 
-        // Warm up: at least r.warmup replays and at least 20 ms.
+        // Warm up: at least r.warmup replays, for as long as the samples
+        // will take (see warmupMs).
+        const double warmMs = warmupMs(r, sampleUs);
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0;; i++) {
             launchGraph(exec);
             RT(cudaStreamSynchronize(stream_));
             double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (i + 1 >= r.warmup && ms >= 20) break;
+            if (i + 1 >= r.warmup && ms >= warmMs) break;
         }
 
         std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(r.samples), nullptr);
@@ -1045,10 +1049,12 @@ public:
         constexpr int kMinEagerCalls = 100;
         constexpr int kMaxLaunches = 4096;
         int n = kMinEagerCalls;
+        double sampleUs = 0;
         for (;;) {
             launchEager(r, fns, n);  // also a warm-up of the batch size
             RT(cudaStreamSynchronize(stream_));
             double us = eagerMicros(r, fns, n);
+            sampleUs = us;
             if (us >= r.minSampleUs || n >= kMaxLaunches) break;
             double want = r.minSampleUs * 1.2 / std::max(us, 1e-3);
             int grow = 2;
@@ -1056,13 +1062,15 @@ public:
             n = std::min(n * grow, kMaxLaunches);
         }
 
-        // Warm up: at least r.warmup batches and at least 20 ms.
+        // Warm up: at least r.warmup batches, for as long as the samples
+        // will take (see warmupMs).
+        const double warmMs = warmupMs(r, sampleUs);
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0;; i++) {
             launchEager(r, fns, n);
             RT(cudaStreamSynchronize(stream_));
             double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (i + 1 >= r.warmup && ms >= 20) break;
+            if (i + 1 >= r.warmup && ms >= warmMs) break;
         }
 
         // Each sample waits for the previous one, so that a batch's launches
@@ -1399,6 +1407,16 @@ private:
     }
 
     void launchGraph(const GraphExec& e) { CU(cuGraphLaunch(e.get(), cuStream())); }
+
+    // warmupMs is how long to warm up before taking samples of sampleUs
+    // each: as long as the samples will take, between 20 ms and 2 s. A GPU
+    // that idled while candidates compiled starts a long kernel at its top
+    // boost clock and reaches its power limit only after tens of
+    // milliseconds; 20 ms alone left the samples of a 1 ms kernel split
+    // between the two clocks (kernels/NOTES.md, "Timing long kernels").
+    static double warmupMs(const Request& r, double sampleUs) {
+        return std::min(2000.0, std::max(20.0, r.samples * sampleUs / 1000.0));
+    }
 
     double replayMicros(const GraphExec& e) {
         cudaEvent_t a = nullptr, b = nullptr;
