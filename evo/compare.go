@@ -231,9 +231,12 @@ type CompareOptions struct {
 	// callbacks.
 	Base       Options
 	Strategies []string
-	// Seeds is how many runs each strategy gets, with seeds 1..Seeds. The
-	// exhaustive strategy runs once: its order is fixed.
+	// Seeds is how many runs each strategy gets, with seeds
+	// FirstSeed..FirstSeed+Seeds−1. The exhaustive strategy runs once: its
+	// order is fixed.
 	Seeds int
+	// FirstSeed is the seed of the first run; 0 means 1.
+	FirstSeed uint64
 	// Budgets are the evaluation counts at which runs are compared, read
 	// off one trajectory per run; they are sorted by Compare.
 	Budgets []int
@@ -314,6 +317,7 @@ func Compare(ctx context.Context, sp *space.Space, ev Evaluator, land Landscape,
 		}
 	}
 
+	first := max(opts.FirstSeed, 1)
 	type job struct{ strategy, seed int }
 	var jobs []job
 	runs := make([][]Trajectory, len(opts.Strategies))
@@ -332,7 +336,7 @@ func Compare(ctx context.Context, sp *space.Space, ev Evaluator, land Landscape,
 	for _, j := range jobs {
 		g.Go(func() error {
 			o := opts.Base
-			o.Strategy, o.Seed, o.MaxEvals = opts.Strategies[j.strategy], uint64(j.seed+1), budgets[len(budgets)-1]
+			o.Strategy, o.Seed, o.MaxEvals = opts.Strategies[j.strategy], first+uint64(j.seed), budgets[len(budgets)-1]
 			o.MaxTime, o.OnGeneration, o.OnProgress = 0, nil, nil
 			o.Clock = NewVirtualClock(o.Parallel)
 			traj, err := RunTrajectory(gctx, sp, ev, o)

@@ -49,6 +49,11 @@ type Options struct {
 	// Stagnation is the number of generations without a new best after
 	// which a quarter of the next batch is fresh random configs (evo only).
 	Stagnation int
+	// Screen is how many candidates the evo strategy breeds for each child
+	// it proposes: a model fitted to the results absorbed so far rates
+	// them, and the best rated is proposed (see surrogate.go). 1 turns
+	// screening off. Breeding and rating cost no evaluation.
+	Screen int
 	// Seeds are configs to start from, best first, for instance the elites
 	// of another archive (evo only). The first generation proposes the
 	// space's default, then each seed that is valid in this space, then
@@ -102,6 +107,7 @@ func DefaultOptions() Options {
 		Tournament:    3,
 		CrossoverRate: 0.5,
 		Stagnation:    4,
+		Screen:        8,
 		Parallel:      1,
 	}
 }
@@ -112,6 +118,9 @@ const (
 	maxPopulation = 1 << 16
 	maxTournament = 64
 )
+
+// MaxScreen is the most candidates the search breeds for one child.
+const MaxScreen = 64
 
 // Validate reports the first option that is out of range, as New would.
 func (o Options) Validate() error { return o.validate() }
@@ -132,6 +141,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("crossover rate must be in [0, 1], got %v", o.CrossoverRate)
 	case o.Stagnation < 1:
 		return fmt.Errorf("stagnation must be at least 1 generation, got %d", o.Stagnation)
+	case o.Screen < 1 || o.Screen > MaxScreen:
+		return fmt.Errorf("screen must be in [1, %d] candidates per child (1: off), got %d", MaxScreen, o.Screen)
 	case o.Parallel < 1:
 		return fmt.Errorf("parallel must be at least 1, got %d", o.Parallel)
 	case o.MaxEvals < 0:

@@ -92,7 +92,47 @@ func (s *Search) next(fresh bool) (proposal, bool) {
 		}
 		return s.sample(originRandom)
 	}
+	if s.screening() {
+		return s.screenedChild()
+	}
 	return s.child()
+}
+
+// screenedChild breeds up to Screen distinct unseen children and returns
+// the one the model rates best, the first bred among equals. Before the
+// model can be fitted it returns the first child, as child would.
+func (s *Search) screenedChild() (proposal, bool) {
+	if s.modelGen != s.st.Generation {
+		best := 0.0
+		if b := s.bestResult(); b != nil {
+			best = b.Objective
+		}
+		s.model, s.modelGen = fitSurrogate(s.feats, s.st.Model, best), s.st.Generation
+	}
+	if s.model == nil {
+		return s.child()
+	}
+	var (
+		pick     proposal
+		found    bool
+		bestRate float64
+		bred     = make(map[string]bool, s.st.Params.Screen)
+	)
+	for range s.st.Params.Screen {
+		p, ok := s.child()
+		if !ok {
+			break
+		}
+		h := p.Config.Hash()
+		if bred[h] {
+			continue
+		}
+		bred[h] = true
+		if r := s.model.rate(p.Config); !found || r > bestRate {
+			pick, found, bestRate = p, true, r
+		}
+	}
+	return pick, found
 }
 
 // seed returns the first of Options.Seeds that is valid in the space and

@@ -12,11 +12,11 @@ import (
 )
 
 // resumeOptions is a short search with a virtual clock, so that elapsed
-// time is as exact as the evaluation count.
+// time is as exact as the evaluation count; evo screens its children.
 func resumeOptions(strategy string, parallel int) Options {
 	opts := DefaultOptions()
 	opts.Strategy, opts.Seed, opts.Population, opts.Elites = strategy, 11, 8, 4
-	opts.Parallel, opts.MaxEvals, opts.Stagnation = parallel, 44, 2
+	opts.Parallel, opts.MaxEvals, opts.Stagnation, opts.Screen = parallel, 44, 2, 8
 	return opts
 }
 
@@ -61,10 +61,19 @@ func compareTraces(t *testing.T, what string, got, want trace) {
 // (virtual) elapsed time included.
 func TestResumeAfterKill(t *testing.T) {
 	sp := gridSpace(3, 3, 4)
+	type variant struct {
+		strategy string
+		screen   int
+	}
+	variants := []variant{{StrategyEvo, 1}}
 	for _, strategy := range Strategies() {
+		variants = append(variants, variant{strategy, 8})
+	}
+	for _, v := range variants {
 		for _, parallel := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/parallel=%d", strategy, parallel), func(t *testing.T) {
-				opts := resumeOptions(strategy, parallel)
+			t.Run(fmt.Sprintf("%s/screen=%d/parallel=%d", v.strategy, v.screen, parallel), func(t *testing.T) {
+				opts := resumeOptions(v.strategy, parallel)
+				opts.Screen = v.screen
 				var want trace
 				refStore := newMemStore()
 				sum, gens := incarnation(t, sp, refStore, opts, func(*fakeEvaluator, func()) {})

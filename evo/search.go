@@ -95,7 +95,13 @@ type Search struct {
 	pop    []member        // best first
 	elites []space.Result  // best first
 	valid  []space.Config  // every valid config in Enumerate order, built on first need
-	mark   time.Time       // the clock reading up to which st.ElapsedNS counts
+	// feats maps configs to the screening model's features (Screen > 1).
+	feats *features
+	// model is the screening model fitted for the batch being proposed;
+	// modelGen is the generation it was fitted for, −1 when none.
+	model    *surrogate
+	modelGen int
+	mark     time.Time // the clock reading up to which st.ElapsedNS counts
 	// cancelled is set when a run stopped mid-batch: the counts then hold
 	// part of a batch that a restored search would count again.
 	cancelled bool
@@ -116,7 +122,7 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 		clock = WallClock{}
 	}
 	pcg := rand.NewPCG(opts.Seed, pcgStream)
-	return &Search{
+	s := &Search{
 		space: sp,
 		eval:  ev,
 		store: store,
@@ -132,24 +138,38 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 				Tournament:    opts.Tournament,
 				CrossoverRate: opts.CrossoverRate,
 				Stagnation:    opts.Stagnation,
+				Screen:        opts.Screen,
 			},
 			ByStatus:   map[space.Status]int{},
 			Macro:      LayerStats{Rate: layerPrior},
 			Micro:      LayerStats{Rate: layerPrior},
 			MacroShare: 0.5,
 		},
-		pcg:  pcg,
-		rng:  rand.New(pcg),
-		seen: map[string]bool{},
-	}, nil
+		pcg:      pcg,
+		rng:      rand.New(pcg),
+		seen:     map[string]bool{},
+		modelGen: -1,
+	}
+	if s.screening() {
+		s.feats = newFeatures(sp)
+		s.st.Model = newModelStats(s.feats.n)
+	}
+	return s, nil
+}
+
+// screening reports whether the search screens its children with a model.
+func (s *Search) screening() bool {
+	return s.st.Strategy == StrategyEvo && s.st.Params.Screen > 1
 }
 
 // Restore replaces the search's state with one saved by a search of the same
 // space and store, so that Run continues it exactly: a batch that was
 // proposed is run again, its configs already in the store answered from
 // there. The state's strategy, seed, population size, elites, tournament
-// size, crossover rate and stagnation replace those of the options; the
-// budgets, Parallel, Clock and callbacks stay as given. Call it before Run.
+// size, crossover rate, stagnation and screen replace those of the
+// options; the budgets, Parallel, Clock and callbacks stay as given. A
+// state saved before screening existed continues unscreened. Call it
+// before Run.
 func (s *Search) Restore(data []byte) error {
 	var st state
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -162,6 +182,10 @@ func (s *Search) Restore(data []byte) error {
 	opts.Strategy, opts.Seed = st.Strategy, st.Seed
 	opts.Population, opts.Elites, opts.Tournament = st.Params.Population, st.Params.Elites, st.Params.Tournament
 	opts.CrossoverRate, opts.Stagnation = st.Params.CrossoverRate, st.Params.Stagnation
+	if st.Params.Screen == 0 {
+		st.Params.Screen = 1
+	}
+	opts.Screen = st.Params.Screen
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("restoring search state: %w", err)
 	}
@@ -207,11 +231,24 @@ func (s *Search) Restore(data []byte) error {
 	if st.ByStatus == nil {
 		st.ByStatus = map[space.Status]int{}
 	}
+	var feats *features
+	if st.Strategy == StrategyEvo && st.Params.Screen > 1 {
+		feats = newFeatures(s.space)
+		if st.Model == nil {
+			return errors.New("restoring search state: screening is on but the state holds no model sums")
+		}
+		if err := st.Model.check(feats.n); err != nil {
+			return fmt.Errorf("restoring search state: %w", err)
+		}
+	} else {
+		st.Model = nil
+	}
 	seen := make(map[string]bool, len(st.Seen))
 	for _, h := range st.Seen {
 		seen[h] = true
 	}
 	s.opts, s.st, s.pcg, s.rng, s.seen, s.pop, s.elites = opts, st, pcg, rand.New(pcg), seen, pop, elites
+	s.feats, s.model, s.modelGen = feats, nil, -1
 	slices.SortFunc(s.pop, compareMembers)
 	slices.SortFunc(s.elites, compareResults)
 	return nil
@@ -472,8 +509,13 @@ func (s *Search) absorb(ctx context.Context, results []space.Result) (Generation
 	before := s.bestResult()
 	var kids []member
 	var trials, successes [2]int // by layer: macro, micro
+	var x []int
 	for i, p := range s.st.Batch {
 		r := results[i]
+		if s.st.Model != nil {
+			x = s.feats.active(p.Config, x)
+			s.st.Model.add(x, r)
+		}
 		if l := slices.Index([]string{originMacro, originMicro}, p.Origin); l >= 0 && p.Parent > 0 {
 			trials[l]++
 			if r.OK() && r.Objective < p.Parent {

@@ -25,6 +25,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"tournament", func(o *Options) { o.Tournament = 0 }, "tournament size"},
 		{"crossover", func(o *Options) { o.CrossoverRate = 1.5 }, "crossover rate must be in [0, 1]"},
 		{"stagnation", func(o *Options) { o.Stagnation = 0 }, "stagnation"},
+		{"screen", func(o *Options) { o.Screen = 0 }, "screen must be in [1, 64] candidates per child (1: off), got 0"},
+		{"screen too large", func(o *Options) { o.Screen = 65 }, "screen must be in [1, 64]"},
 		{"parallel", func(o *Options) { o.Parallel = 0 }, "parallel must be at least 1"},
 		{"max evals", func(o *Options) { o.MaxEvals = -1 }, "max evals"},
 		{"max time", func(o *Options) { o.MaxTime = -time.Second }, "max time"},
@@ -364,6 +366,11 @@ func TestLayerShareFollowsImprovements(t *testing.T) {
 				// generation for its rate to tell the layers apart.
 				opts.Population, opts.Elites = 24, 8
 				opts.Seed, opts.MaxEvals = seed, 24*7
+				// Unscreened: the test is of the layer credit alone. A
+				// screen prefers a neutral mutation of the layer that
+				// cannot matter to one of the other layer that its model
+				// predicts worse, which changes the mutation counts.
+				opts.Screen = 1
 				opts.OnGeneration = func(g Generation) {
 					if g.Number > 0 { // generation 0 has no mutations to learn from
 						shareSum += g.MacroShare

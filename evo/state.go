@@ -38,6 +38,9 @@ type params struct {
 	Tournament    int     `json:"tournament"`
 	CrossoverRate float64 `json:"crossover_rate"`
 	Stagnation    int     `json:"stagnation"`
+	// Screen is Options.Screen; 0, in a state saved before screening
+	// existed, means 1 (off), so such a search continues as it began.
+	Screen int `json:"screen,omitempty"`
 }
 
 // state is everything a search needs to continue exactly: it is saved as
@@ -75,4 +78,7 @@ type state struct {
 	// Verdicts are the Confirmer's answers, oldest first: a pair is never
 	// asked twice.
 	Verdicts []Verdict `json:"verdicts,omitempty"`
+	// Model holds the sums the screening model is fitted from, over every
+	// result absorbed so far; set when Params.Screen > 1 (evo only).
+	Model *modelStats `json:"model,omitempty"`
 }

@@ -43,6 +43,7 @@ const (
 type benchSearchOptions struct {
 	Replay     string
 	Seeds      int
+	FirstSeed  uint64
 	Budgets    []int
 	Strategies []string
 	Parallel   int
@@ -59,6 +60,7 @@ type benchSearchOptions struct {
 func defaultBenchSearchOptions() benchSearchOptions {
 	return benchSearchOptions{
 		Seeds:      50,
+		FirstSeed:  1,
 		Budgets:    []int{50, 100, 200, 400, 800},
 		Strategies: []string{evo.StrategyEvo, evo.StrategyRandom, evo.StrategyExhaustive},
 		Format:     "table",
@@ -126,7 +128,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		workers = runtime.NumCPU()
 	}
 	cmp, err := evo.Compare(ctx, sp, rp, land, evo.CompareOptions{
-		Base: opts.Search, Strategies: opts.Strategies, Seeds: opts.Seeds,
+		Base: opts.Search, Strategies: opts.Strategies, Seeds: opts.Seeds, FirstSeed: opts.FirstSeed,
 		Budgets: opts.Budgets, Tolerance: opts.Tolerance, Workers: workers,
 	})
 	if err != nil {
@@ -140,6 +142,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		Problem:    problemLine(prob),
 		Recorded:   rp.Header().Recorded,
 		Seeds:      opts.Seeds,
+		FirstSeed:  opts.FirstSeed,
 		Search:     searchParams(opts.Search),
 		Comparison: cmp,
 		Goal:       cmp.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
@@ -151,7 +154,8 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Replay, "replay", o.Replay, "replay `file` whose every config has a result (default: "+
 		replayDir+"/"+realReplayGlob+" when present, else "+synthReplayName+" there)")
-	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "runs of each strategy, with seeds 1..N")
+	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "runs of each strategy, with seeds F..F+N-1 (F: --first-seed)")
+	fs.Uint64Var(&o.FirstSeed, "first-seed", o.FirstSeed, "seed of each strategy's first run, e.g. 51 with --seeds 100 for seeds 51..150")
 	fs.IntSliceVar(&o.Budgets, "budgets", o.Budgets, "evaluation counts at which the strategies are compared")
 	fs.StringSliceVar(&o.Strategies, "strategies", o.Strategies, "strategies to compare: "+strings.Join(evo.Strategies(), ", "))
 	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "runs at once (0: one per CPU)")
@@ -162,6 +166,7 @@ func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Search.Tournament, "tournament", o.Search.Tournament, "evo: members drawn to pick each parent")
 	fs.Float64Var(&o.Search.CrossoverRate, "crossover", o.Search.CrossoverRate, "evo: probability that a child is a crossover")
 	fs.IntVar(&o.Search.Stagnation, "stagnation", o.Search.Stagnation, "evo: generations without a new best before fresh configs are injected")
+	fs.IntVar(&o.Search.Screen, "screen", o.Search.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best proposed (1: off)")
 }
 
 // validate checks the flag values that do not need the replay file.
@@ -170,6 +175,8 @@ func (o benchSearchOptions) validate() error {
 	switch {
 	case o.Seeds < 1:
 		return usagef(cmd, "--seeds must be at least 1")
+	case o.FirstSeed < 1:
+		return usagef(cmd, "--first-seed must be at least 1")
 	case len(o.Budgets) == 0:
 		return usagef(cmd, "--budgets must name at least one evaluation count")
 	case o.Parallel < 0:
@@ -249,8 +256,8 @@ func loadBenchReplay(path string) (*runner.Replay, *space.Space, space.Problem, 
 
 // searchParams names the evo options under test, for the report.
 func searchParams(o evo.Options) string {
-	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d",
-		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation)
+	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d",
+		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen)
 }
 
 // A searchBenchReport is what bench-search prints.
@@ -259,6 +266,7 @@ type searchBenchReport struct {
 	Problem    string         `json:"problem"`
 	Recorded   string         `json:"recorded"`
 	Seeds      int            `json:"seeds"`
+	FirstSeed  uint64         `json:"first_seed"`
 	Search     string         `json:"search"`
 	Comparison evo.Comparison `json:"comparison"`
 	Goal       evo.GoalCheck  `json:"goal"`
@@ -276,7 +284,8 @@ func (r searchBenchReport) write(w io.Writer, format string) error {
 	lines := []string{
 		fmt.Sprintf("replay %s (%s): %s", r.Replay, r.Problem, r.Recorded),
 		fmt.Sprintf("%d configs, %d ok, optimum %s µs, %d within %s of it", land.Configs, land.OK, us(land.Optimum), cmp.Within, tol),
-		fmt.Sprintf("%d seeds per strategy (exhaustive runs once: its order is fixed); evo with %s", r.Seeds, r.Search),
+		fmt.Sprintf("%d seeds per strategy, %d..%d (exhaustive runs once: its order is fixed); evo with %s",
+			r.Seeds, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Search),
 	}
 	for _, l := range lines {
 		if format == "markdown" {

@@ -31,6 +31,7 @@ type tuneOptions struct {
 	Parallel   int
 	Population int
 	Elites     int
+	Screen     int
 	Replay     string
 	SeedFrom   string
 	// SeedConfigs are configs (k=v,...) to start a new search from, after
@@ -60,6 +61,7 @@ func defaultTuneOptions() tuneOptions {
 		Parallel:      0, // auto: see backend.parallel
 		Population:    0, // auto: see tuneOptions.evoOptions
 		Elites:        evo.DefaultOptions().Elites,
+		Screen:        evo.DefaultOptions().Screen,
 		ProgressEvery: 10 * time.Second,
 	}
 }
@@ -205,6 +207,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "candidates in flight at once (0: on a GPU, the nvcc jobs plus two per GPU; with --replay, 4)")
 	fs.IntVar(&o.Population, "population", o.Population, "configs proposed in each generation (0: the search's default, raised to --parallel)")
 	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
+	fs.IntVar(&o.Screen, "screen", o.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best evaluated (1: off)")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
 	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
 	fs.StringArrayVar(&o.SeedConfigs, "seed-config", o.SeedConfigs, "seed a new search with this configuration (`k=v,...`, knobs not named take their default); repeatable")
@@ -222,7 +225,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 func (o tuneOptions) evoOptions(clock evo.Clock, progress *progressReporter) evo.Options {
 	eo := evo.DefaultOptions()
 	eo.Strategy, eo.Seed = o.Strategy, o.Seed
-	eo.Population, eo.Elites, eo.Parallel = o.Population, o.Elites, o.Parallel
+	eo.Population, eo.Elites, eo.Parallel, eo.Screen = o.Population, o.Elites, o.Parallel, o.Screen
 	if eo.Population == 0 {
 		// The search's own default is tuned for evaluations to the optimum;
 		// a generation smaller than the candidates the machine can keep in
@@ -480,6 +483,8 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		return usagef("tune", "--elites must be positive")
 	case o.Population != 0 && o.Elites > o.Population:
 		return usagef("tune", "--elites %d exceeds --population %d", o.Elites, o.Population)
+	case o.Screen < 1 || o.Screen > evo.MaxScreen:
+		return usagef("tune", "--screen must be in [1, %d] candidates per child (1: off), got %d", evo.MaxScreen, o.Screen)
 	case o.Jobs < 0:
 		return usagef("tune", "--jobs must not be negative")
 	case o.ProgressEvery <= 0:

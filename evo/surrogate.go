@@ -1,0 +1,404 @@
+package evo
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"evotune/space"
+)
+
+// Surrogate screening. Each evaluation costs a compile and a timing, while
+// breeding a child costs nothing, so with Options.Screen above 1 the search
+// breeds several candidates for each child slot and proposes the one that a
+// cheap model of the results absorbed so far rates best; the others stay
+// unseen and may be bred again later.
+//
+// The model is a Bayesian ridge regression of log(objective) on one-hot
+// knob values plus the products of every pair of macro knobs (the
+// structural choices interact: tile shape, warps, split), fitted to the OK
+// results, and a linear probability model of failure (any status but ok) on
+// the same features, fitted to every result. A candidate's rating is its
+// expected improvement in log objective over the best so far, under the
+// regression's predictive normal, times its predicted chance of passing:
+// a candidate far from anything measured has a wide predictive spread and
+// so keeps a chance against one predicted slightly better, which is the
+// exploration the screen needs.
+//
+// The model needs only sums over the absorbed results (counts of feature
+// co-occurrences, sums of log objectives), which the saved state holds, so
+// a restored search rates candidates exactly as the uninterrupted one.
+const (
+	// surrogateRidge is the prior precision of each knob-value effect,
+	// in units of one observation: a value seen k times keeps k/(k+1) of
+	// its least-squares effect.
+	surrogateRidge = 1.0
+	// surrogateMinOK is how many OK results the model needs before it
+	// screens: below it, children are proposed unscreened.
+	surrogateMinOK = 4
+	// surrogateMinVar is the least residual variance of log(objective),
+	// (1%)²: timing noise alone is about that, so a perfect fit of few
+	// points is not trusted beyond it.
+	surrogateMinVar = 1e-4
+)
+
+// features maps a config to the indices of its active features: 0 is the
+// intercept, then one per knob value, then one per value pair of each pair
+// of macro knobs.
+type features struct {
+	knobs   []string         // knob names in declaration order
+	index   []map[string]int // per knob: value → its position in the list
+	offset  []int            // per knob: the feature index of its first value
+	width   []int            // per knob: its number of values
+	pairs   [][2]int         // knob positions of the interaction pairs
+	pairOff []int            // per pair: the feature index of value pair (0, 0)
+	n       int              // number of features
+}
+
+func newFeatures(sp *space.Space) *features {
+	f := &features{n: 1}
+	var macro []int
+	for i, k := range sp.Knobs {
+		m := make(map[string]int, len(k.Values))
+		for j, v := range k.Values {
+			m[v] = j
+		}
+		f.knobs = append(f.knobs, k.Name)
+		f.index = append(f.index, m)
+		f.offset = append(f.offset, f.n)
+		f.width = append(f.width, len(k.Values))
+		f.n += len(k.Values)
+		if k.Layer == space.Macro {
+			macro = append(macro, i)
+		}
+	}
+	for a := range macro {
+		for _, j := range macro[a+1:] {
+			i := macro[a]
+			f.pairs = append(f.pairs, [2]int{i, j})
+			f.pairOff = append(f.pairOff, f.n)
+			f.n += f.width[i] * f.width[j]
+		}
+	}
+	return f
+}
+
+// active returns the indices of c's features, in buf. A value not in its
+// knob's list (never the case for a valid config) has no feature, and
+// neither have the pairs it is part of.
+func (f *features) active(c space.Config, buf []int) []int {
+	buf = append(buf[:0], 0)
+	digits := make([]int, len(f.knobs))
+	for i, name := range f.knobs {
+		d, ok := f.index[i][c[name]]
+		if !ok {
+			digits[i] = -1
+			continue
+		}
+		digits[i] = d
+		buf = append(buf, f.offset[i]+d)
+	}
+	for p, pr := range f.pairs {
+		a, b := digits[pr[0]], digits[pr[1]]
+		if a >= 0 && b >= 0 {
+			buf = append(buf, f.pairOff[p]+a*f.width[pr[1]]+b)
+		}
+	}
+	return buf
+}
+
+// modelStats are the sums the surrogate is fitted from, over every result
+// the search absorbed: the saved state holds them. Grams are packed upper
+// triangles (row-major) of feature co-occurrence counts, so their entry
+// (0, 0) is the number of results.
+type modelStats struct {
+	Features int       `json:"features"`
+	OKGram   counts    `json:"ok_gram"`   // over OK results
+	OKSum    []float64 `json:"ok_sum"`    // Σ features · log(objective), OK results
+	OKSumSq  float64   `json:"ok_sum_sq"` // Σ log(objective)², OK results
+	AllGram  counts    `json:"all_gram"`  // over every result
+	Fail     counts    `json:"fail"`      // Σ features · [not OK]
+}
+
+func newModelStats(n int) *modelStats {
+	t := n * (n + 1) / 2
+	return &modelStats{
+		Features: n,
+		OKGram:   make(counts, t),
+		OKSum:    make([]float64, n),
+		AllGram:  make(counts, t),
+		Fail:     make(counts, n),
+	}
+}
+
+// check reports whether the stats fit a model of n features, and gives
+// the decoded counts their full length.
+func (m *modelStats) check(n int) error {
+	t := n * (n + 1) / 2
+	if m.Features != n {
+		return fmt.Errorf("model of %d features, this space has %d", m.Features, n)
+	}
+	if len(m.OKSum) != n || len(m.OKGram) > t || len(m.AllGram) > t || len(m.Fail) > n {
+		return fmt.Errorf("model sums of the wrong size for %d features", n)
+	}
+	m.OKGram = slices.Grow(m.OKGram, t-len(m.OKGram))[:t]
+	m.AllGram = slices.Grow(m.AllGram, t-len(m.AllGram))[:t]
+	m.Fail = slices.Grow(m.Fail, n-len(m.Fail))[:n]
+	return nil
+}
+
+// counts are non-negative integers, most of them 0 (feature pairs that
+// never occur together). In JSON they are a base64 string of unsigned
+// varints, each nonzero count preceded by the number of zeros before it;
+// zeros after the last nonzero count are left out, and modelStats.check
+// restores the full length. A model's sums then take a few kilobytes of
+// the state, not one number per feature pair.
+type counts []int
+
+// maxCounts bounds the length a decoded counts may claim, so that a
+// damaged state cannot ask for a huge allocation.
+const maxCounts = 1 << 24
+
+func (c counts) MarshalJSON() ([]byte, error) {
+	var buf []byte
+	zeros := 0
+	for _, v := range c {
+		if v == 0 {
+			zeros++
+			continue
+		}
+		buf = binary.AppendUvarint(buf, uint64(zeros))
+		buf = binary.AppendUvarint(buf, uint64(v))
+		zeros = 0
+	}
+	return json.Marshal(buf)
+}
+
+func (c *counts) UnmarshalJSON(data []byte) error {
+	var buf []byte
+	if err := json.Unmarshal(data, &buf); err != nil {
+		return err
+	}
+	var out counts
+	for len(buf) > 0 {
+		zeros, n := binary.Uvarint(buf)
+		if n <= 0 {
+			return errors.New("model counts: bad varint")
+		}
+		buf = buf[n:]
+		v, n := binary.Uvarint(buf)
+		if n <= 0 {
+			return errors.New("model counts: bad varint")
+		}
+		buf = buf[n:]
+		if zeros >= maxCounts-uint64(len(out)) || v > math.MaxInt32 {
+			return errors.New("model counts: out of range")
+		}
+		out = append(out, make(counts, zeros)...)
+		out = append(out, int(v))
+	}
+	*c = out
+	return nil
+}
+
+// triIndex is the position of (i, j), i ≤ j, in a packed upper triangle of
+// order n.
+func triIndex(n, i, j int) int { return i*n - i*(i-1)/2 + (j - i) }
+
+// add absorbs one result whose active features are x.
+func (m *modelStats) add(x []int, r space.Result) {
+	n := m.Features
+	for a, i := range x {
+		for _, j := range x[a:] {
+			m.AllGram[triIndex(n, i, j)]++
+		}
+	}
+	if !r.OK() {
+		for _, i := range x {
+			m.Fail[i]++
+		}
+		return
+	}
+	y := math.Log(r.Objective)
+	for a, i := range x {
+		for _, j := range x[a:] {
+			m.OKGram[triIndex(n, i, j)]++
+		}
+		m.OKSum[i] += y
+	}
+	m.OKSumSq += float64(y * y)
+}
+
+// A surrogate is the model fitted to a search's stats at one moment.
+type surrogate struct {
+	f      *features
+	n      int
+	okL    []float64 // Cholesky factor of the OK regression's matrix, row-major n×n
+	w      []float64 // regression weights
+	sigma2 float64   // residual variance of log(objective)
+	wf     []float64 // failure weights; nil when nothing failed
+	best   float64   // log of the best objective so far
+	x      []int     // scratch: active features
+	v      []float64 // scratch: a dense feature vector
+}
+
+// fitSurrogate fits the model to the stats; best is the best objective
+// so far. It returns nil when there is too little to fit (fewer than
+// surrogateMinOK OK results) or the sums are not a valid fit (a hand-edited
+// state): the search then proposes unscreened children.
+func fitSurrogate(f *features, m *modelStats, best float64) *surrogate {
+	n := f.n
+	nOK := m.OKGram[0]
+	if nOK < surrogateMinOK || !(best > 0) {
+		return nil
+	}
+	s := &surrogate{f: f, n: n, best: math.Log(best), v: make([]float64, n)}
+	var ok bool
+	s.okL, ok = cholesky(n, m.OKGram)
+	if !ok {
+		return nil
+	}
+	s.w = cholSolve(n, s.okL, m.OKSum)
+	// Residual sum of squares of the ridge fit: y'y − w'b − λ·|w₁..|², and
+	// the effective degrees of freedom tr(G·A⁻¹) = n − λ·Σᵢ₌₁ (A⁻¹)ᵢᵢ.
+	rss := m.OKSumSq
+	for i, wi := range s.w {
+		rss -= float64(wi * m.OKSum[i])
+		if i > 0 {
+			rss -= float64(surrogateRidge * wi * wi)
+		}
+	}
+	dof := float64(n) - surrogateRidge*traceInverse(n, s.okL, 1)
+	s.sigma2 = max(rss/max(float64(nOK)-dof, 1), surrogateMinVar)
+	if nOK < m.AllGram[0] {
+		allL, ok := cholesky(n, m.AllGram)
+		if !ok {
+			return nil
+		}
+		b := make([]float64, n)
+		for i, v := range m.Fail {
+			b[i] = float64(v)
+		}
+		s.wf = cholSolve(n, allL, b)
+	}
+	if slices.ContainsFunc(s.w, notFinite) || slices.ContainsFunc(s.wf, notFinite) || notFinite(s.sigma2) {
+		return nil
+	}
+	return s
+}
+
+func notFinite(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+
+// predict returns the predicted log objective of c, its predictive
+// standard deviation and its predicted chance of failing.
+func (s *surrogate) predict(c space.Config) (mean, sd, fail float64) {
+	s.x = s.f.active(c, s.x)
+	for _, i := range s.x {
+		mean += s.w[i]
+		if s.wf != nil {
+			fail += s.wf[i]
+		}
+	}
+	// x'A⁻¹x = |L⁻¹x|² by forward substitution.
+	clear(s.v)
+	for _, i := range s.x {
+		s.v[i] = 1
+	}
+	q := 0.0
+	for i := range s.n {
+		sum := s.v[i]
+		row := s.okL[i*s.n : i*s.n+i]
+		for k, l := range row {
+			sum -= float64(l * s.v[k])
+		}
+		s.v[i] = sum / s.okL[i*s.n+i]
+		q += float64(s.v[i] * s.v[i])
+	}
+	return mean, math.Sqrt(s.sigma2 * (1 + q)), min(max(fail, 0), 1)
+}
+
+// rate is the candidate's expected improvement of log objective over the
+// best so far, times its predicted chance of passing every gate.
+func (s *surrogate) rate(c space.Config) float64 {
+	mean, sd, fail := s.predict(c)
+	z := (s.best - mean) / sd
+	// Each product rounded on its own (float64 stops fused multiply-adds),
+	// so the rating does not depend on the compiler's choice.
+	gain := float64((s.best - mean) * 0.5 * math.Erfc(-z/math.Sqrt2))
+	spread := float64(sd * math.Exp(-0.5*z*z) / math.Sqrt(2*math.Pi))
+	return float64((1 - fail) * max(gain+spread, 0))
+}
+
+// cholesky factors the ridge matrix of a packed Gram of order n, G + λ·D
+// (D: the identity without the intercept), as L·L' and returns L,
+// row-major n×n. It reports false when the matrix is not positive
+// definite, which a Gram with at least one result never is.
+func cholesky(n int, gram []int) ([]float64, bool) {
+	l := make([]float64, n*n)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			a := float64(gram[triIndex(n, j, i)])
+			if i == j && i > 0 {
+				a += surrogateRidge
+			}
+			sum := a
+			ri, rj := l[i*n:i*n+j], l[j*n:j*n+j]
+			for k := range ri {
+				sum -= float64(ri[k] * rj[k])
+			}
+			if i == j {
+				if !(sum > 0) {
+					return nil, false
+				}
+				l[i*n+i] = math.Sqrt(sum)
+			} else {
+				l[i*n+j] = sum / l[j*n+j]
+			}
+		}
+	}
+	return l, true
+}
+
+// cholSolve solves L·L'·x = b.
+func cholSolve(n int, l, b []float64) []float64 {
+	x := slices.Clone(b)
+	for i := range n {
+		sum := x[i]
+		for k := range i {
+			sum -= float64(l[i*n+k] * x[k])
+		}
+		x[i] = sum / l[i*n+i]
+	}
+	for i := n - 1; i >= 0; i-- {
+		sum := x[i]
+		for k := i + 1; k < n; k++ {
+			sum -= float64(l[k*n+i] * x[k])
+		}
+		x[i] = sum / l[i*n+i]
+	}
+	return x
+}
+
+// traceInverse returns Σᵢ (A⁻¹)ᵢᵢ over i ≥ from, A = L·L'. (A⁻¹)ᵢᵢ is the
+// squared norm of column i of L⁻¹, which solving L·z = eᵢ gives.
+func traceInverse(n int, l []float64, from int) float64 {
+	z := make([]float64, n)
+	tr := 0.0
+	for j := from; j < n; j++ {
+		z[j] = 1 / l[j*n+j]
+		norm := float64(z[j] * z[j])
+		for i := j + 1; i < n; i++ {
+			sum := 0.0
+			for k := j; k < i; k++ {
+				sum -= float64(l[i*n+k] * z[k])
+			}
+			z[i] = sum / l[i*n+i]
+			norm += float64(z[i] * z[i])
+		}
+		tr += norm
+	}
+	return tr
+}
