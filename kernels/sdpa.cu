@@ -540,8 +540,13 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
         }
 
     if constexpr (kWarpsN > 1) {
+        // Every key slice hands its (m, l) and its unscaled O to slice 0 in
+        // one round (O in fragment order, one conflict-free float4 per
+        // lane), and slice 0 merges: two barriers, and the other warps are
+        // free once they have written.
         float4* opart = reinterpret_cast<float4*>(smem + kCombineOffset);
         float2* ml = reinterpret_cast<float2*>(smem + kCombineOffset + kCombineOBytes);  // [WARPS_N][BM]
+        const auto slot = [&](int j, int mt, int dt) { return (((j - 1) * kWarpsM + wm) * MT + mt) * DT + dt; };
         consumer_sync();  // nothing still reads the area (ring, Q, last tile's merge)
         if (t4 == 0) {
 #pragma unroll
@@ -550,34 +555,6 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
                 for (int h = 0; h < 2; ++h)
                     ml[wn * BM + wm * kRowsPerWarp + mt * 16 + g + 8 * h] = make_float2(acc.m[mt][h], acc.l[mt][h]);
         }
-        consumer_sync();
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wm * kRowsPerWarp + mt * 16 + g + 8 * h;
-                float mx = -INFINITY;
-#pragma unroll
-                for (int j = 0; j < kWarpsN; ++j) mx = fmaxf(mx, ml[j * BM + r].x);
-                const float mu = mx == -INFINITY ? 0.f : mx;
-                float l = 0.f;
-#pragma unroll
-                for (int j = 0; j < kWarpsN; ++j) {
-                    const float2 v = ml[j * BM + r];
-                    l += v.y * exp_s(v.x - mu);
-                }
-                const float wgt = exp_s(acc.m[mt][h] - mu);
-                acc.m[mt][h] = mx;
-                acc.l[mt][h] = l;
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    acc.o[mt][dt][2 * h] *= wgt;
-                    acc.o[mt][dt][2 * h + 1] *= wgt;
-                }
-            }
-        // Slices 1.. hand their scaled O to slice 0 in fragment order, so
-        // every access is one conflict-free float4 per lane.
-        const auto slot = [&](int j, int mt, int dt) { return (((j - 1) * kWarpsM + wm) * MT + mt) * DT + dt; };
         if (wn > 0) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -589,17 +566,44 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
         consumer_sync();
         if (wn > 0) return;
 #pragma unroll
-        for (int j = 1; j < kWarpsN; ++j)
+        for (int mt = 0; mt < MT; ++mt) {
+            // wgt[j][h]: slice j's weight exp(m_j - max) for row half h.
+            float wgt[kWarpsN][2];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            for (int h = 0; h < 2; ++h) {
+                const int r = wm * kRowsPerWarp + mt * 16 + g + 8 * h;
+                float mx = -INFINITY;
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    const float4 v = opart[slot(j, mt, dt) * 32 + lane];
-                    acc.o[mt][dt][0] += v.x;
-                    acc.o[mt][dt][1] += v.y;
-                    acc.o[mt][dt][2] += v.z;
-                    acc.o[mt][dt][3] += v.w;
+                for (int j = 0; j < kWarpsN; ++j) mx = fmaxf(mx, ml[j * BM + r].x);
+                const float mu = mx == -INFINITY ? 0.f : mx;
+                float l = 0.f;
+#pragma unroll
+                for (int j = 0; j < kWarpsN; ++j) {
+                    const float2 v = ml[j * BM + r];
+                    wgt[j][h] = exp_s(v.x - mu);
+                    l += v.y * wgt[j][h];
                 }
+                acc.m[mt][h] = mx;
+                acc.l[mt][h] = l;
+            }
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                float o0 = acc.o[mt][dt][0] * wgt[0][0], o1 = acc.o[mt][dt][1] * wgt[0][0];
+                float o2 = acc.o[mt][dt][2] * wgt[0][1], o3 = acc.o[mt][dt][3] * wgt[0][1];
+#pragma unroll
+                for (int j = 1; j < kWarpsN; ++j) {
+                    const float4 v = opart[slot(j, mt, dt) * 32 + lane];
+                    o0 = fmaf(v.x, wgt[j][0], o0);
+                    o1 = fmaf(v.y, wgt[j][0], o1);
+                    o2 = fmaf(v.z, wgt[j][1], o2);
+                    o3 = fmaf(v.w, wgt[j][1], o3);
+                }
+                acc.o[mt][dt][0] = o0;
+                acc.o[mt][dt][1] = o1;
+                acc.o[mt][dt][2] = o2;
+                acc.o[mt][dt][3] = o3;
+            }
+        }
     }
 
     const size_t rows = (size_t)p.b * p.h * p.s;
