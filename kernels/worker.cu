@@ -989,13 +989,12 @@ public:
         constexpr int kMaxLaunches = 4096;
         int n = 1;
         GraphExec exec;
-        double sampleUs = 0;
+        double us = 0;  // one replay of the last graph
         for (;;) {
             exec = capture(r, fns, n);
             launchGraph(exec);  // first replay uploads the graph
             RT(cudaStreamSynchronize(stream_));
-            double us = replayMicros(exec);
-            sampleUs = us;
+            us = replayMicros(exec);
             if (us >= r.minSampleUs || n >= kMaxLaunches) break;
             double want = r.minSampleUs * 1.2 / std::max(us, 1e-3);
             int grow = 2;
@@ -1003,16 +1002,7 @@ public:
             n = std::min(n * grow, kMaxLaunches);
         }
 
-        // Warm up: at least r.warmup replays, for as long as the samples
-        // will take (see warmupMs).
-        const double warmMs = warmupMs(r, sampleUs);
-        auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0;; i++) {
-            launchGraph(exec);
-            RT(cudaStreamSynchronize(stream_));
-            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (i + 1 >= r.warmup && ms >= warmMs) break;
-        }
+        warmUp(r, us, [&] { launchGraph(exec); });
 
         std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(r.samples), nullptr);
         struct EventGuard {
@@ -1049,12 +1039,11 @@ public:
         constexpr int kMinEagerCalls = 100;
         constexpr int kMaxLaunches = 4096;
         int n = kMinEagerCalls;
-        double sampleUs = 0;
+        double us = 0;  // one batch of the last size
         for (;;) {
             launchEager(r, fns, n);  // also a warm-up of the batch size
             RT(cudaStreamSynchronize(stream_));
-            double us = eagerMicros(r, fns, n);
-            sampleUs = us;
+            us = eagerMicros(r, fns, n);
             if (us >= r.minSampleUs || n >= kMaxLaunches) break;
             double want = r.minSampleUs * 1.2 / std::max(us, 1e-3);
             int grow = 2;
@@ -1062,16 +1051,7 @@ public:
             n = std::min(n * grow, kMaxLaunches);
         }
 
-        // Warm up: at least r.warmup batches, for as long as the samples
-        // will take (see warmupMs).
-        const double warmMs = warmupMs(r, sampleUs);
-        auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0;; i++) {
-            launchEager(r, fns, n);
-            RT(cudaStreamSynchronize(stream_));
-            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (i + 1 >= r.warmup && ms >= warmMs) break;
-        }
+        warmUp(r, us, [&] { launchEager(r, fns, n); });
 
         // Each sample waits for the previous one, so that a batch's launches
         // are not hidden behind a queue of earlier work.
@@ -1408,14 +1388,23 @@ private:
 
     void launchGraph(const GraphExec& e) { CU(cuGraphLaunch(e.get(), cuStream())); }
 
-    // warmupMs is how long to warm up before taking samples of sampleUs
-    // each: as long as the samples will take, between 20 ms and 2 s. A GPU
-    // that idled while candidates compiled starts a long kernel at its top
-    // boost clock and reaches its power limit only after tens of
-    // milliseconds; 20 ms alone left the samples of a 1 ms kernel split
-    // between the two clocks (kernels/NOTES.md, "Timing long kernels").
-    static double warmupMs(const Request& r, double sampleUs) {
-        return std::min(2000.0, std::max(20.0, r.samples * sampleUs / 1000.0));
+    // warmUp runs launch (one sample's worth of work) and waits for it, at
+    // least r.warmup times and for as long as the samples of sampleUs each
+    // will take, between 20 ms and 2 s. A GPU that idled while candidates
+    // compiled starts a long kernel at its top boost clock and reaches its
+    // power limit only after tens of milliseconds; 20 ms alone left the
+    // samples of a 1 ms kernel split between the two clocks
+    // (kernels/NOTES.md, "Timing long kernels").
+    template <class Launch>
+    void warmUp(const Request& r, double sampleUs, Launch launch) {
+        const double warmMs = std::min(2000.0, std::max(20.0, r.samples * sampleUs / 1000.0));
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0;; i++) {
+            launch();
+            RT(cudaStreamSynchronize(stream_));
+            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (i + 1 >= r.warmup && ms >= warmMs) break;
+        }
     }
 
     double replayMicros(const GraphExec& e) {
