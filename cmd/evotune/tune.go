@@ -133,18 +133,9 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 
 	meta := elites.NewMeta(b.problem, b.env)
 	meta.Version, meta.Strategy, meta.Seed = moduleVersion(), opts.Strategy, opts.Seed
-	var seeds []space.Config
-	if opts.SeedFrom != "" {
-		if seeds, err = seedFrom(c.stderr, opts.SeedFrom, opts.Archive, meta, opts.Elites, b.space); err != nil {
-			return err
-		}
-	}
-	if len(opts.SeedConfigs) > 0 {
-		given, err := seedConfigs(c.stderr, opts.SeedConfigs, opts.Archive, b.space)
-		if err != nil {
-			return err
-		}
-		seeds = append(seeds, given...)
+	seeds, err := opts.seeds(c.stderr, meta, b.space)
+	if err != nil {
+		return err
 	}
 	archive, state, err := openArchive(opts.Archive, meta)
 	if err != nil {
@@ -349,17 +340,49 @@ func openArchive(dir string, meta elites.Meta) (*elites.Archive, []byte, error) 
 	return a, state, nil
 }
 
-// seedFrom returns the configs of the k best results of the archive in dir,
-// to start a new search in archive from. When archive already holds a search,
-// that search is resumed: its first generation, where seeds go, is in its
-// saved state, so seedFrom says so and returns none.
-func seedFrom(stderr io.Writer, dir, archive string, meta elites.Meta, k int, sp *space.Space) ([]space.Config, error) {
-	if exists, err := elites.Exists(archive); err != nil {
-		return nil, fmt.Errorf("tune --archive: %w", err)
-	} else if exists {
-		fmt.Fprintf(stderr, "evotune: --seed-from %s: archive %s already holds a search; resuming it without seeds\n", dir, archive)
+// seeds returns the configs a new search starts from: the --elites best of
+// --seed-from's archive, then the --seed-config configs. The --seed-config
+// texts are checked first, so a typo is reported even on a resume. When the
+// archive already holds a search, that search is resumed: its first
+// generation, where seeds go, is in its saved state, so seeds says so and
+// returns none.
+func (o tuneOptions) seeds(stderr io.Writer, meta elites.Meta, sp *space.Space) ([]space.Config, error) {
+	if o.SeedFrom == "" && len(o.SeedConfigs) == 0 {
 		return nil, nil
 	}
+	given, err := seedConfigs(o.SeedConfigs, sp)
+	if err != nil {
+		return nil, err
+	}
+	if exists, err := elites.Exists(o.Archive); err != nil {
+		return nil, fmt.Errorf("tune --archive: %w", err)
+	} else if exists {
+		fmt.Fprintf(stderr, "evotune: %s: archive %s already holds a search; resuming it without seeds\n", o.seedFlags(), o.Archive)
+		return nil, nil
+	}
+	var seeds []space.Config
+	if o.SeedFrom != "" {
+		if seeds, err = seedFrom(stderr, o.SeedFrom, meta, o.Elites, sp); err != nil {
+			return nil, err
+		}
+	}
+	return append(seeds, given...), nil
+}
+
+// seedFlags names the seeding flags given, for messages.
+func (o tuneOptions) seedFlags() string {
+	var names []string
+	if o.SeedFrom != "" {
+		names = append(names, "--seed-from "+o.SeedFrom)
+	}
+	if len(o.SeedConfigs) > 0 {
+		names = append(names, "--seed-config")
+	}
+	return strings.Join(names, ", ")
+}
+
+// seedFrom returns the configs of the k best results of the archive in dir.
+func seedFrom(stderr io.Writer, dir string, meta elites.Meta, k int, sp *space.Space) ([]space.Config, error) {
 	src, err := elites.Open(dir, meta, elites.OpenOptions{Seed: true})
 	if err != nil {
 		return nil, fmt.Errorf("tune --seed-from: %w", err)
@@ -380,9 +403,8 @@ func seedFrom(stderr io.Writer, dir, archive string, meta elites.Meta, k int, sp
 
 // seedConfigs parses the --seed-config texts into configs of sp, refusing a
 // config that is not valid there (a seed the search would silently skip is
-// a typo the user wants to hear about). Like seedFrom, it returns none when
-// archive already holds a search.
-func seedConfigs(stderr io.Writer, texts []string, archive string, sp *space.Space) ([]space.Config, error) {
+// a typo the user wants to hear about).
+func seedConfigs(texts []string, sp *space.Space) ([]space.Config, error) {
 	var out []space.Config
 	for _, text := range texts {
 		c, err := sp.Parse(text)
@@ -393,12 +415,6 @@ func seedConfigs(stderr io.Writer, texts []string, archive string, sp *space.Spa
 			return nil, usagef("tune", "--seed-config %q: not valid for this problem: %v", text, err)
 		}
 		out = append(out, c)
-	}
-	if exists, err := elites.Exists(archive); err != nil {
-		return nil, fmt.Errorf("tune --archive: %w", err)
-	} else if exists {
-		fmt.Fprintf(stderr, "evotune: --seed-config: archive %s already holds a search; resuming it without seeds\n", archive)
-		return nil, nil
 	}
 	return out, nil
 }
