@@ -398,17 +398,17 @@ __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int 
     }
 }
 
-// attend folds one K/V tile (keys kv0..kv0+BN-1) into the warp's state.
-__device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, uint32_t sk, uint32_t sv,
-                                       int m0, int kv0, int s, float sc, int wm, int wn, int lane) {
-    // S = Q K^T over this warp's rows and key slice. One base address per
-    // fragment pattern; rows move by 16 per tile, columns by kstep.
+// A warp's scores for one K/V tile, in mma C layout.
+using Scores = float[MT][NT][4];
+
+// scores computes S = Q K^T over the warp's rows and key slice of the tile
+// at sk. One base address per fragment pattern; rows move by 16 per tile,
+// columns by kstep.
+__device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t sq, uint32_t sk, int wm, int wn,
+                                       int lane) {
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
     const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * 8;
-    const int vrow = wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, vcol = (lane >> 4) * 8;
     const uint32_t ka = sk + tile_off(krow, kcol) * 2;
-    const uint32_t va = sv + tile_off(vrow, vcol) * 2;
-    float sacc[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -440,9 +440,11 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
         }
     }
 
-    // Mask the key tail and the causal triangle where this tile reaches
-    // them. Scores stay unscaled until the exponential: the scale is folded
-    // into one FFMA there (scale > 0, so the row max commutes with it).
+}
+
+// mask sets the scores of the key tail and of the causal triangle to -inf,
+// in the tiles (keys kv0..kv0+BN-1) that reach them: a uniform branch.
+__device__ __forceinline__ void mask(Scores& sacc, int m0, int kv0, int s, int wm, int wn, int lane) {
     const int g = lane >> 2, t4 = lane & 3;
     if (kv0 + BN > s || (kCausal && kv0 + BN - 1 > m0)) {
 #pragma unroll
@@ -456,7 +458,15 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
                     if (key >= s || (kCausal && key > row)) sacc[mt][nt][e] = -INFINITY;
                 }
     }
+}
 
+// softmax_pv folds a tile's masked scores into the warp's state: the online
+// softmax, then O += P V with V at sv. Scores stay unscaled until the
+// exponential: the scale is folded into one FFMA there (scale > 0, so the
+// row max commutes with it).
+__device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, float sc, int wn, int lane) {
+    const int vrow = wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, vcol = (lane >> 4) * 8;
+    const uint32_t va = sv + tile_off(vrow, vcol) * 2;
     // Online softmax, one row half (h) at a time: rows g and g+8. The
     // running max acc.m is kept in the scaled domain.
 #pragma unroll
@@ -514,6 +524,15 @@ __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, u
             }
         }
     }
+}
+
+// attend folds one K/V tile (keys kv0..kv0+BN-1) into the warp's state.
+__device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, uint32_t sk, uint32_t sv,
+                                       int m0, int kv0, int s, float sc, int wm, int wn, int lane) {
+    Scores sacc;
+    scores(sacc, qf, sq, sk, wm, wn, lane);
+    mask(sacc, m0, kv0, s, wm, wn, lane);
+    softmax_pv(acc, sacc, sv, sc, wn, lane);
 }
 
 // consumer_sync is a barrier over the consumer warps only.
@@ -638,6 +657,13 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
 
 // ---- the two pipelines -----------------------------------------------------
 
+// With kSplitFirst the cooperative pipeline loads the first K/V tile of a
+// query block as two cp.async groups, K then V, and starts that tile's
+// scores once K has landed. Measured on the H100 (kernels/NOTES.md): 5%
+// off the causal 8x16x4096x64 tune's best and 1% off the short shapes at
+// D=64; at D=128 it cost 2%, so it is compiled at D=64 only.
+constexpr bool kSplitFirst = D == 64 && kStages >= 2;
+
 // Every warp loads and computes; up to STAGES-1 tiles are in flight ahead of
 // the one being computed.
 __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem) {
@@ -663,19 +689,42 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                 load_tile<BN, kConsumerThreads>(sk, k, kv0, p.s, tid);
                 load_tile<BN, kConsumerThreads>(sk + kTileElems, v, kv0, p.s, tid);
             };
+            const auto k_at = [&](int j) { return smem_addr(ring + (j % kStages) * 2 * kTileElems); };
             load_tile<BM, kConsumerThreads>(sq, q, w.m0, p.s, tid);
             cp_async_commit();
+            if constexpr (kSplitFirst) {
+                load_tile<BN, kConsumerThreads>(ring, k, w.kb0 * BN, p.s, tid);
+                cp_async_commit();
+                load_tile<BN, kConsumerThreads>(ring + kTileElems, v, w.kb0 * BN, p.s, tid);
+                cp_async_commit();
+            }
 #pragma unroll
-            for (int j = 0; j < kStages - 1; ++j) {
+            for (int j = kSplitFirst ? 1 : 0; j < kStages - 1; ++j) {
                 if (j < w.nkb) load_kv(j);
                 cp_async_commit();  // empty groups keep the group count fixed
             }
             if constexpr (kQInRegs) {
-                cp_async_wait<kStages - 1>();  // Q only
+                cp_async_wait<kStages - 1 + (kSplitFirst ? 1 : 0)>();  // Q only
                 __syncthreads();
                 load_q_regs(qf, smem_addr(sq), wm, lane);
             }
-            for (int j = 0; j < w.nkb; ++j) {
+            int j0 = 0;
+            if constexpr (kSplitFirst) {
+                // Groups so far: Q, K0, V0, tiles 1..S-2. Tile 0's scores
+                // need K only, so they start before V lands.
+                cp_async_wait<kStages - 1>();
+                __syncthreads();
+                if (kStages - 1 < w.nkb) load_kv(kStages - 1);
+                cp_async_commit();
+                Scores sacc;
+                scores(sacc, qf, smem_addr(sq), k_at(0), wm, wn, lane);
+                mask(sacc, w.m0, w.kb0 * BN, p.s, wm, wn, lane);
+                cp_async_wait<kStages - 1>();
+                __syncthreads();
+                softmax_pv(acc, sacc, k_at(0) + kTileElems * 2, sc, wn, lane);
+                j0 = 1;
+            }
+            for (int j = j0; j < w.nkb; ++j) {
                 if constexpr (kStages == 1) {
                     load_kv(j);
                     cp_async_commit();
@@ -692,9 +741,8 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                     if (j + kStages - 1 < w.nkb) load_kv(j + kStages - 1);
                     cp_async_commit();  // empty groups keep the count fixed
                 }
-                const uint32_t sk = smem_addr(ring + (j % kStages) * 2 * kTileElems);
-                attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * 2, w.m0, (w.kb0 + j) * BN, p.s, sc, wm, wn,
-                       lane);
+                attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * 2, w.m0, (w.kb0 + j) * BN, p.s, sc, wm,
+                       wn, lane);
                 if constexpr (kStages == 1) __syncthreads();  // the slot is free for the next load
             }
         }
