@@ -544,6 +544,16 @@ __device__ __forceinline__ void consumer_sync() {
     }
 }
 
+// static_for calls f(std::integral_constant<int, i>) for i = 0..N-1, so f
+// can index register arrays with a compile-time i.
+template <int N, int I = 0, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+    if constexpr (I < N) {
+        f(std::integral_constant<int, I>{});
+        static_for<N, I + 1>(f);
+    }
+}
+
 // finish reduces the row sums over the quad, merges the WARPS_N partial
 // states through shared memory, normalises and stores the tile's output
 // (or, with split-kv, its fp32 partial and log-sum-exp).
@@ -558,14 +568,22 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
             acc.l[mt][h] += __shfl_xor_sync(0xffffffffu, acc.l[mt][h], 2);
         }
 
+    // With WARPS_N > 1 each key slice c merges and stores one block of
+    // kDTW n8 tiles of O's columns. Every slice hands its (m, l) and, for
+    // every other slice's block, its unscaled O to that slice in one round
+    // (fragment order, one conflict-free float4 per lane): two barriers, and
+    // the merge and the stores are spread over all the warps.
+    constexpr int kDTW = DT / kWarpsN;
+    static_assert(DT % kWarpsN == 0, "the key slices split O's columns evenly");
+    float4* opart = reinterpret_cast<float4*>(smem + kCombineOffset);
+    float2* ml = reinterpret_cast<float2*>(smem + kCombineOffset + kCombineOBytes);  // [WARPS_N][BM]
+    // Slot of the block slice j hands to slice c (j != c): (WARPS_N - 1)
+    // blocks per slice, so the area is as large as (WARPS_N - 1) whole O's.
+    const auto slot = [&](int j, int c, int mt, int dtl) {
+        const int pair = j * (kWarpsN - 1) + (c < j ? c : c - 1);
+        return ((pair * kWarpsM + wm) * MT + mt) * kDTW + dtl;
+    };
     if constexpr (kWarpsN > 1) {
-        // Every key slice hands its (m, l) and its unscaled O to slice 0 in
-        // one round (O in fragment order, one conflict-free float4 per
-        // lane), and slice 0 merges: two barriers, and the other warps are
-        // free once they have written.
-        float4* opart = reinterpret_cast<float4*>(smem + kCombineOffset);
-        float2* ml = reinterpret_cast<float2*>(smem + kCombineOffset + kCombineOBytes);  // [WARPS_N][BM]
-        const auto slot = [&](int j, int mt, int dt) { return (((j - 1) * kWarpsM + wm) * MT + mt) * DT + dt; };
         consumer_sync();  // nothing still reads the area (ring, Q, last tile's merge)
         if (t4 == 0) {
 #pragma unroll
@@ -574,85 +592,96 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
                 for (int h = 0; h < 2; ++h)
                     ml[wn * BM + wm * kRowsPerWarp + mt * 16 + g + 8 * h] = make_float2(acc.m[mt][h], acc.l[mt][h]);
         }
-        if (wn > 0) {
+        static_for<kWarpsN>([&](auto cc) {
+            constexpr int c = decltype(cc)::value;
+            if (c == wn) return;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
-                    opart[slot(wn, mt, dt) * 32 + lane] =
-                        make_float4(acc.o[mt][dt][0], acc.o[mt][dt][1], acc.o[mt][dt][2], acc.o[mt][dt][3]);
-        }
+                for (int dtl = 0; dtl < kDTW; ++dtl) {
+                    const float* o = acc.o[mt][c * kDTW + dtl];
+                    opart[slot(wn, c, mt, dtl) * 32 + lane] = make_float4(o[0], o[1], o[2], o[3]);
+                }
+        });
         consumer_sync();
-        if (wn > 0) return;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            // wgt[j][h]: slice j's weight exp(m_j - max) for row half h.
-            float wgt[kWarpsN][2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wm * kRowsPerWarp + mt * 16 + g + 8 * h;
-                float mx = -INFINITY;
-#pragma unroll
-                for (int j = 0; j < kWarpsN; ++j) mx = fmaxf(mx, ml[j * BM + r].x);
-                const float mu = mx == -INFINITY ? 0.f : mx;
-                float l = 0.f;
-#pragma unroll
-                for (int j = 0; j < kWarpsN; ++j) {
-                    const float2 v = ml[j * BM + r];
-                    wgt[j][h] = exp_s(v.x - mu);
-                    l += v.y * wgt[j][h];
-                }
-                acc.m[mt][h] = mx;
-                acc.l[mt][h] = l;
-            }
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                float o0 = acc.o[mt][dt][0] * wgt[0][0], o1 = acc.o[mt][dt][1] * wgt[0][0];
-                float o2 = acc.o[mt][dt][2] * wgt[0][1], o3 = acc.o[mt][dt][3] * wgt[0][1];
-#pragma unroll
-                for (int j = 1; j < kWarpsN; ++j) {
-                    const float4 v = opart[slot(j, mt, dt) * 32 + lane];
-                    o0 = fmaf(v.x, wgt[j][0], o0);
-                    o1 = fmaf(v.y, wgt[j][0], o1);
-                    o2 = fmaf(v.z, wgt[j][1], o2);
-                    o3 = fmaf(v.w, wgt[j][1], o3);
-                }
-                acc.o[mt][dt][0] = o0;
-                acc.o[mt][dt][1] = o1;
-                acc.o[mt][dt][2] = o2;
-                acc.o[mt][dt][3] = o3;
-            }
-        }
     }
 
     const size_t rows = (size_t)p.b * p.h * p.s;
     const size_t head = (size_t)w.bh * p.s;
+    static_for<kWarpsN>([&](auto cc) {
+        constexpr int c = decltype(cc)::value;
+        if (kWarpsN > 1 && c != wn) return;
+        if constexpr (kWarpsN > 1) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt) {
+                // wgt[j][h]: slice j's weight exp(m_j - max) for row half h.
+                float wgt[kWarpsN][2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = w.m0 + wm * kRowsPerWarp + mt * 16 + g + 8 * h;
-            if (row >= p.s) continue;
-            const float l = acc.l[mt][h];
-            const float inv = l > 0.f ? 1.f / l : 0.f;  // a row with no key writes 0
-            if constexpr (kSplit == 1) {
-                elem* o = static_cast<elem*>(p.o) + (head + row) * D;
+                for (int h = 0; h < 2; ++h) {
+                    const int r = wm * kRowsPerWarp + mt * 16 + g + 8 * h;
+                    float mx = -INFINITY;
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
-                    *reinterpret_cast<uint32_t*>(o + dt * 8 + t4 * 2) =
-                        pack2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
-            } else {
-                float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
+                    for (int j = 0; j < kWarpsN; ++j) mx = fmaxf(mx, ml[j * BM + r].x);
+                    const float mu = mx == -INFINITY ? 0.f : mx;
+                    float l = 0.f;
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
-                    *reinterpret_cast<float2*>(o + dt * 8 + t4 * 2) =
-                        make_float2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
-                if (t4 == 0) {
-                    const float m = kFastExp ? acc.m[mt][h] * kLn2 : acc.m[mt][h];
-                    p.lse_part[(size_t)w.split * rows + head + row] = l > 0.f ? m + logf(l) : -INFINITY;
+                    for (int j = 0; j < kWarpsN; ++j) {
+                        const float2 v = ml[j * BM + r];
+                        wgt[j][h] = exp_s(v.x - mu);
+                        l += v.y * wgt[j][h];
+                    }
+                    acc.m[mt][h] = mx;
+                    acc.l[mt][h] = l;
+                }
+#pragma unroll
+                for (int dtl = 0; dtl < kDTW; ++dtl) {
+                    float* o = acc.o[mt][c * kDTW + dtl];
+                    float o0 = o[0] * wgt[c][0], o1 = o[1] * wgt[c][0];
+                    float o2 = o[2] * wgt[c][1], o3 = o[3] * wgt[c][1];
+#pragma unroll
+                    for (int j = 0; j < kWarpsN; ++j) {
+                        if (j == c) continue;
+                        const float4 v = opart[slot(j, c, mt, dtl) * 32 + lane];
+                        o0 = fmaf(v.x, wgt[j][0], o0);
+                        o1 = fmaf(v.y, wgt[j][0], o1);
+                        o2 = fmaf(v.z, wgt[j][1], o2);
+                        o3 = fmaf(v.w, wgt[j][1], o3);
+                    }
+                    o[0] = o0;
+                    o[1] = o1;
+                    o[2] = o2;
+                    o[3] = o3;
                 }
             }
         }
+
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = w.m0 + wm * kRowsPerWarp + mt * 16 + g + 8 * h;
+                if (row >= p.s) continue;
+                const float l = acc.l[mt][h];
+                const float inv = l > 0.f ? 1.f / l : 0.f;  // a row with no key writes 0
+                if constexpr (kSplit == 1) {
+                    elem* o = static_cast<elem*>(p.o) + (head + row) * D;
+#pragma unroll
+                    for (int dt = c * kDTW; dt < (c + 1) * kDTW; ++dt)
+                        *reinterpret_cast<uint32_t*>(o + dt * 8 + t4 * 2) =
+                            pack2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
+                } else {
+                    float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
+#pragma unroll
+                    for (int dt = c * kDTW; dt < (c + 1) * kDTW; ++dt)
+                        *reinterpret_cast<float2*>(o + dt * 8 + t4 * 2) =
+                            make_float2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
+                    if (c == 0 && t4 == 0) {
+                        const float m = kFastExp ? acc.m[mt][h] * kLn2 : acc.m[mt][h];
+                        p.lse_part[(size_t)w.split * rows + head + row] = l > 0.f ? m + logf(l) : -INFINITY;
+                    }
+                }
+            }
+    });
 }
 
 // ---- the two pipelines -----------------------------------------------------
