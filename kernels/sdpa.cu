@@ -779,6 +779,12 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
     });
 }
 
+// Tiles a producer keeps in flight. With two, tile i is handed over only
+// after tile i+1 has been issued, which is free when the consumers need it
+// two or more tiles later (STAGES >= 3); with two slots they would wait on
+// that issue every tile, so STAGES = 2 keeps one.
+constexpr int kProducerLead = kStages >= 3 ? 2 : 1;
+
 // Producer warps stream K/V tiles into the ring; consumer warps compute.
 // Slot i of the ring is handed over with barrier kBarFull+i (producers
 // arrive, consumers wait) and handed back with kBarEmpty+i (consumers
@@ -791,6 +797,11 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
     if (warp >= kWarps) {
         const int ptid = tid - kConsumerThreads;
         int it = 0;
+        // Tile i is handed over once its data has landed.
+        const auto hand_over = [&](int i) {
+            __threadfence_block();
+            bar_arrive(kBarFull + i % kStages, kThreads);
+        };
         for_each_tile(p, [&](const Tile& w) {
             const size_t head = (size_t)w.bh * p.s * D;
             const elem* k = static_cast<const elem*>(p.k) + head;
@@ -803,11 +814,20 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
                 load_tile<BN, kProducerThreads>(sk, k, kv0, p.s, ptid);
                 load_tile<BN, kProducerThreads>(sk + kTileElems, v, kv0, p.s, ptid);
                 cp_async_commit();
-                cp_async_wait<0>();  // the data has landed before "full" is signalled
-                __threadfence_block();
-                bar_arrive(kBarFull + slot, kThreads);
+                if constexpr (kProducerLead == 1) {
+                    cp_async_wait<0>();
+                    hand_over(it);
+                } else if (it >= 1) {
+                    // Two tiles in flight: the one before this has landed.
+                    cp_async_wait<1>();
+                    hand_over(it - 1);
+                }
             }
         });
+        if (kProducerLead == 2 && it >= 1) {
+            cp_async_wait<0>();
+            hand_over(it - 1);
+        }
         // Match the consumers' last hand-backs so no barrier is left pending.
         for (int j = cmax(it - kStages, 0); j < it; ++j) bar_sync(kBarEmpty + j % kStages, kThreads);
         return;
