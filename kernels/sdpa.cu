@@ -782,8 +782,7 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
 // Tiles a producer keeps in flight. With two, tile i is handed over only
 // after tile i+1 has been issued, which is free when the consumers need it
 // two or more tiles later (STAGES >= 3); with two slots they would wait on
-// that issue every tile, so STAGES = 2 keeps one. The very first tile is
-// handed over as soon as it lands either way.
+// that issue every tile, so STAGES = 2 keeps one.
 constexpr int kProducerLead = kStages >= 3 ? 2 : 1;
 
 // Producer warps stream K/V tiles into the ring; consumer warps compute.
@@ -815,19 +814,17 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
                 load_tile<BN, kProducerThreads>(sk, k, kv0, p.s, ptid);
                 load_tile<BN, kProducerThreads>(sk + kTileElems, v, kv0, p.s, ptid);
                 cp_async_commit();
-                if (kProducerLead == 1 || it == 0) {
-                    // The very first tile goes over as soon as it lands:
-                    // the consumers have nothing else to do.
+                if constexpr (kProducerLead == 1) {
                     cp_async_wait<0>();
                     hand_over(it);
-                } else if (it >= 2) {
+                } else if (it >= 1) {
                     // Two tiles in flight: the one before this has landed.
                     cp_async_wait<1>();
                     hand_over(it - 1);
                 }
             }
         });
-        if (kProducerLead == 2 && it >= 2) {
+        if (kProducerLead == 2 && it >= 1) {
             cp_async_wait<0>();
             hand_over(it - 1);
         }
