@@ -188,11 +188,7 @@ func (s *Search) enumerated() (proposal, bool) {
 // validConfigs lists the space's valid configs in Enumerate order, once.
 func (s *Search) validConfigs() []space.Config {
 	if s.valid == nil {
-		s.valid = []space.Config{}
-		s.space.Enumerate(func(c space.Config) bool {
-			s.valid = append(s.valid, c.Clone())
-			return true
-		})
+		s.valid = s.space.ValidConfigs()
 	}
 	return s.valid
 }

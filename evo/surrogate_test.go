@@ -63,7 +63,7 @@ func fitOn(t *testing.T, sp *space.Space, configs []space.Config, fail func(spac
 // its failure model separates the configs that fail from those that pass.
 func TestSurrogateLearnsAdditiveLandscape(t *testing.T) {
 	sp := gridSpace(2, 2, 4)
-	all := validConfigsOf(sp)
+	all := sp.ValidConfigs()
 	rng := rand.New(rand.NewPCG(3, 4))
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	train, test := all[:len(all)/2], all[len(all)/2:]
@@ -131,15 +131,6 @@ func ratedMax(m *surrogate, cs []space.Config) float64 {
 	return best
 }
 
-func validConfigsOf(sp *space.Space) []space.Config {
-	var out []space.Config
-	sp.Enumerate(func(c space.Config) bool {
-		out = append(out, c)
-		return true
-	})
-	return out
-}
-
 // TestScreenedChildPicksTheBestRated breeds children as screenedChild does
 // from the same random state and checks that it proposed the one the model
 // rates highest (the first bred among equals), and that this is often not
@@ -205,7 +196,7 @@ func TestScreeningFindsTheOptimumSooner(t *testing.T) {
 	sp := gridSpace(3, 3, 5)
 	obj := landscape(5)
 	optimum := math.Inf(1)
-	for _, c := range validConfigsOf(sp) {
+	for _, c := range sp.ValidConfigs() {
 		optimum = min(optimum, obj(c))
 	}
 	reach := func(screen int) int {
@@ -230,7 +221,7 @@ func TestScreeningFindsTheOptimumSooner(t *testing.T) {
 	if !(screened < plain) {
 		t.Fatalf("median evaluations to the optimum: %d screened, %d unscreened; want fewer screened", screened, plain)
 	}
-	t.Logf("median evaluations to the optimum of %d configs: %d screened, %d unscreened", len(validConfigsOf(sp)), screened, plain)
+	t.Logf("median evaluations to the optimum of %d configs: %d screened, %d unscreened", len(sp.ValidConfigs()), screened, plain)
 }
 
 // TestRestoreOldStateContinuesUnscreened restores a state that predates
@@ -329,7 +320,7 @@ func TestFeatures(t *testing.T) {
 		t.Fatalf("%d features, want %d", f.n, want)
 	}
 	seen := map[string]bool{}
-	for _, c := range validConfigsOf(sp) {
+	for _, c := range sp.ValidConfigs() {
 		x := f.active(c, nil)
 		if len(x) != 1+5+3 || x[0] != 0 {
 			t.Fatalf("%s: features %v", c.Key(), x)

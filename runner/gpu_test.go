@@ -547,15 +547,6 @@ func devCoverSelect(valid []space.Config, n int, seed uint64) []space.Config {
 	return picked
 }
 
-func devValidConfigs(sp *space.Space) []space.Config {
-	var all []space.Config
-	sp.Enumerate(func(c space.Config) bool {
-		all = append(all, c)
-		return true
-	})
-	return all
-}
-
 // devSweepVariant is one compiled form of a config and the cases it is checked on.
 type devSweepVariant struct {
 	Name   string
@@ -609,7 +600,7 @@ func TestDeviceFamilySweep(t *testing.T) {
 	configs := map[int][]space.Config{}
 	for _, d := range []int{64, 128} {
 		sp := devSpace(t, e, space.Shape{B: 1, H: 1, S: 128, D: d}, "fp16", false)
-		valid := devValidConfigs(sp)
+		valid := sp.ValidConfigs()
 		want := n
 		if d == 128 {
 			want = n128
@@ -1022,7 +1013,7 @@ func TestDevCoverSelect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		valid := devValidConfigs(sp)
+		valid := sp.ValidConfigs()
 		for _, n := range []int{1, 40} {
 			got := devCoverSelect(valid, n, 7)
 			seen := map[string]bool{}

@@ -268,8 +268,7 @@ func TestRestrictProjectsOntoNearestMember(t *testing.T) {
 // with warps=4 goes to the nearest member with warps=4).
 func TestRestrictToEverythingKeepsDenseMoves(t *testing.T) {
 	s := toySpace()
-	var all []Config
-	s.Enumerate(func(c Config) bool { all = append(all, c); return true })
+	all := s.ValidConfigs()
 	r := s.Restrict(all)
 	if _, v := r.Size(); v != 18 {
 		t.Fatalf("Size valid = %d, want 18", v)

@@ -351,6 +351,28 @@ func TestSizeMatchesEnumerate(t *testing.T) {
 	}
 }
 
+func TestValidConfigsIsEnumerate(t *testing.T) {
+	s := toySpace()
+	var want []string
+	s.Enumerate(func(c Config) bool { want = append(want, c.Key()); return true })
+	got := s.ValidConfigs()
+	if len(got) != len(want) {
+		t.Fatalf("ValidConfigs gave %d configs, Enumerate %d", len(got), len(want))
+	}
+	for i, c := range got {
+		if c.Key() != want[i] {
+			t.Fatalf("ValidConfigs[%d] = %s, Enumerate gave %s", i, c.Key(), want[i])
+		}
+	}
+	none := toySpace()
+	none.Constraints = append(none.Constraints, Constraint{Name: "none", Check: func(Config) error {
+		return errors.New("nothing fits")
+	}})
+	if cs := none.ValidConfigs(); cs == nil || len(cs) != 0 {
+		t.Fatalf("ValidConfigs of a space with no valid config = %#v, want an empty non-nil slice", cs)
+	}
+}
+
 func TestSizeRaw(t *testing.T) {
 	tests := []struct {
 		name      string

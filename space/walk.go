@@ -76,6 +76,17 @@ func (s *Space) Enumerate(fn func(Config) bool) {
 	s.walk(func(c Config) bool { return fn(c.Clone()) })
 }
 
+// ValidConfigs returns every valid config, in Enumerate order (an empty,
+// non-nil slice when there is none).
+func (s *Space) ValidConfigs() []Config {
+	out := []Config{}
+	s.Enumerate(func(c Config) bool {
+		out = append(out, c)
+		return true
+	})
+	return out
+}
+
 // Size returns the number of raw configs (product of the knobs' list
 // lengths) and of valid ones. The valid count runs every constraint on every
 // raw config; raw saturates at the largest uint64. A restricted space's

@@ -119,8 +119,7 @@ func write(w io.Writer, opt options) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	var configs []space.Config
-	s.Enumerate(func(c space.Config) bool { configs = append(configs, c); return true })
+	configs := s.ValidConfigs()
 	if opt.configs > 0 && opt.configs < len(configs) {
 		rng := rand.New(rand.NewPCG(opt.seed, 0x5eed))
 		rng.Shuffle(len(configs), func(i, j int) { configs[i], configs[j] = configs[j], configs[i] })
