@@ -712,13 +712,14 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
             const elem* q = static_cast<const elem*>(p.q) + head;
             const elem* k = static_cast<const elem*>(p.k) + head;
             const elem* v = static_cast<const elem*>(p.v) + head;
+            // Tile j's K in its ring slot; its V follows.
+            const auto slot_of = [&](int j) { return ring + (j % kStages) * 2 * kTileElems; };
+            const auto k_at = [&](int j) { return smem_addr(slot_of(j)); };
             const auto load_kv = [&](int j) {
-                elem* sk = ring + (j % kStages) * 2 * kTileElems;
                 const int kv0 = (w.kb0 + j) * BN;
-                load_tile<BN, kConsumerThreads>(sk, k, kv0, p.s, tid);
-                load_tile<BN, kConsumerThreads>(sk + kTileElems, v, kv0, p.s, tid);
+                load_tile<BN, kConsumerThreads>(slot_of(j), k, kv0, p.s, tid);
+                load_tile<BN, kConsumerThreads>(slot_of(j) + kTileElems, v, kv0, p.s, tid);
             };
-            const auto k_at = [&](int j) { return smem_addr(ring + (j % kStages) * 2 * kTileElems); };
             load_tile<BM, kConsumerThreads>(sq, q, w.m0, p.s, tid);
             cp_async_commit();
             if constexpr (kSplitFirst) {
@@ -760,8 +761,9 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                     cp_async_wait<0>();
                     __syncthreads();
                 } else {
-                    // Groups so far: Q, tiles 0..S-2, then one per earlier
-                    // iteration; tile j's is done when S-2 are pending.
+                    // Groups so far: Q, tiles 0..S-2 (tile 0 as K and V
+                    // with kSplitFirst), then one per earlier iteration;
+                    // tile j's is done when S-2 are pending.
                     cp_async_wait<kStages - 2>();
                     // One barrier per tile: past it tile j is visible to
                     // every warp, and every warp is done with tile j-1, so
