@@ -158,9 +158,10 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 }
 
 // screening reports whether the search screens its children with a model.
-func (s *Search) screening() bool {
-	return s.st.Strategy == StrategyEvo && s.st.Params.Screen > 1
-}
+func (s *Search) screening() bool { return screens(&s.st) }
+
+// screens reports whether a search in state st screens its children.
+func screens(st *state) bool { return st.Strategy == StrategyEvo && st.Params.Screen > 1 }
 
 // Restore replaces the search's state with one saved by a search of the same
 // space and store, so that Run continues it exactly: a batch that was
@@ -232,7 +233,7 @@ func (s *Search) Restore(data []byte) error {
 		st.ByStatus = map[space.Status]int{}
 	}
 	var feats *features
-	if st.Strategy == StrategyEvo && st.Params.Screen > 1 {
+	if screens(&st) {
 		feats = newFeatures(s.space)
 		if st.Model == nil {
 			return errors.New("restoring search state: screening is on but the state holds no model sums")
