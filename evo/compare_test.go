@@ -102,7 +102,7 @@ func TestLandscapeRandomAgainstBruteForce(t *testing.T) {
 		t.Fatalf("landscape %+v, within 2%% %d", land, land.Within(0.02))
 	}
 	for n := 1; n <= len(objs); n++ {
-		frac, hit, count := 0.0, 0, 0
+		frac, frac2, hit, count := 0.0, 0.0, 0, 0
 		subsets(len(objs), n, func(idx []int) {
 			best, reached := 0.0, false
 			for _, i := range idx {
@@ -112,6 +112,7 @@ func TestLandscapeRandomAgainstBruteForce(t *testing.T) {
 				}
 			}
 			frac += best
+			frac2 += best * best
 			if reached {
 				hit++
 			}
@@ -119,6 +120,10 @@ func TestLandscapeRandomAgainstBruteForce(t *testing.T) {
 		})
 		if got, want := land.RandomFraction(n), frac/float64(count); math.Abs(got-want) > 1e-12 {
 			t.Errorf("n=%d: RandomFraction %v, brute force %v", n, got, want)
+		}
+		mean := frac / float64(count)
+		if got, want := land.RandomFractionSD(n), math.Sqrt(max(frac2/float64(count)-mean*mean, 0)); math.Abs(got-want) > 1e-9 {
+			t.Errorf("n=%d: RandomFractionSD %v, brute force %v", n, got, want)
 		}
 		if got, want := land.RandomReachedBy(0.02, n), float64(hit)/float64(count); math.Abs(got-want) > 1e-12 {
 			t.Errorf("n=%d: RandomReachedBy %v, brute force %v", n, got, want)

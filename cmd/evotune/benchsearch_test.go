@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"hash/fnv"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"evotune/evo"
 	"evotune/runner"
 	"evotune/space"
 )
@@ -130,11 +132,15 @@ func TestBenchSearchJSON(t *testing.T) {
 		if st.Strategy != "random" {
 			continue
 		}
+		// The sampled random search agrees with the exact expectation: its
+		// mean over the runs strays by about SD/√runs, so 4 of those bound
+		// it (a 1-in-15,000 chance per budget of a false alarm).
+		land := replayLandscape(t, path)
 		for i, b := range st.Budgets {
-			// 80 runs: the mean's noise is a few hundredths of the gap to
-			// the optimum at these budgets.
-			if math.Abs(b.Score) > 0.2 {
-				t.Errorf("random at budget %d: P = %.3f (mean %.3f, exact %.3f), want ≈ 0", b.Budget, b.Score, b.MeanFraction, cmp.RandomFraction[i])
+			sd := land.RandomFractionSD(b.Budget)
+			if d := b.MeanFraction - cmp.RandomFraction[i]; math.Abs(d) > 4*sd/math.Sqrt(float64(st.Runs)) {
+				t.Errorf("random at budget %d: mean %.4f, exact %.4f: off by %.1f standard errors (SD of a run %.4f)",
+					b.Budget, b.MeanFraction, cmp.RandomFraction[i], d/(sd/math.Sqrt(float64(st.Runs))), sd)
 			}
 		}
 	}
@@ -148,6 +154,26 @@ func TestBenchSearchJSON(t *testing.T) {
 	if g.Pass != wantPass || g.ReachMedian != evo.ReachMedian {
 		t.Errorf("goal %+v; evo reached in %d (random %d): want pass=%v", g, evo.ReachMedian, cmp.RandomReachMedian, wantPass)
 	}
+}
+
+// replayLandscape is the landscape bench-search computes for the replay at
+// path: every config of its space, as recorded.
+func replayLandscape(t *testing.T, path string) evo.Landscape {
+	t.Helper()
+	rp, sp, _, err := loadBenchReplay(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []space.Result
+	sp.Enumerate(func(c space.Config) bool {
+		results = append(results, rp.Evaluate(context.Background(), c))
+		return true
+	})
+	land, err := evo.NewLandscape(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return land
 }
 
 // writeStructuredReplay writes a replay file whose objectives a model of
