@@ -17,7 +17,7 @@ func sdpaKnobs() []space.Knob {
 			Doc: "cp.async ring depth for K/V tiles (1 = synchronous loads)"},
 		{Name: "block_m", Macro: "SDPA_BLOCK_M", Values: []string{"16", "32", "64", "128"}, Layer: space.Macro, Default: "64",
 			Doc: "query rows per CTA tile"},
-		{Name: "block_n", Macro: "SDPA_BLOCK_N", Values: []string{"32", "64", "128"}, Layer: space.Macro, Default: "64",
+		{Name: "block_n", Macro: "SDPA_BLOCK_N", Values: []string{"32", "64", "128", "256"}, Layer: space.Macro, Default: "64",
 			Doc: "key rows per K/V tile"},
 		{Name: "warps", Macro: "SDPA_WARPS", Values: []string{"2", "4", "8"}, Layer: space.Macro, Default: "4",
 			Doc: "consumer (compute) warps per CTA"},

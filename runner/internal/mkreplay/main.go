@@ -358,11 +358,11 @@ func latencyUS(g geometry, regs int) float64 {
 
 	// Tensor-core efficiency: taller warp tiles reuse fragments better,
 	// splitting key columns across warps costs a combine, 32-key tiles are
-	// too short and 128-key tiles press on registers.
+	// too short and 128- and 256-key tiles press on registers.
 	mt := g.blockM / g.warpsM / 16
 	eff := 0.7 * pick(mt, at(1, 0.8), at(2, 0.95), at(3, 0.97), at(4, 1))
 	eff *= 1 - 0.06*float64(g.warpsN-1)
-	eff *= pick(g.blockN, at(32, 0.85), at(64, 1), at(128, 0.96))
+	eff *= pick(g.blockN, at(32, 0.85), at(64, 1), at(128, 0.96), at(256, 0.9))
 	if !g.swizzle {
 		eff *= 0.93 // bank conflicts on padded rows
 	}
