@@ -114,12 +114,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	var results []space.Result
-	sp.Enumerate(func(cfg space.Config) bool {
-		results = append(results, rp.Evaluate(ctx, cfg))
-		return true
-	})
-	land, err := evo.NewLandscape(results)
+	land, err := benchLandscape(ctx, rp, sp)
 	if err != nil {
 		return fmt.Errorf("bench-search --replay %s: %w", opts.Replay, err)
 	}
@@ -225,6 +220,17 @@ func defaultReplay() (string, error) {
 		return "", usagef("bench-search", "--replay: no file given and none found in %s (run from the repository root or name one)", replayDir)
 	}
 	return synth, nil
+}
+
+// benchLandscape is the landscape of a replay's space: every config's
+// result, as recorded.
+func benchLandscape(ctx context.Context, rp *runner.Replay, sp *space.Space) (evo.Landscape, error) {
+	var results []space.Result
+	sp.Enumerate(func(cfg space.Config) bool {
+		results = append(results, rp.Evaluate(ctx, cfg))
+		return true
+	})
+	return evo.NewLandscape(results)
 }
 
 // loadBenchReplay reads a replay file and returns it with the family's space

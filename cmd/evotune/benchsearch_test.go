@@ -157,19 +157,14 @@ func TestBenchSearchJSON(t *testing.T) {
 }
 
 // replayLandscape is the landscape bench-search computes for the replay at
-// path: every config of its space, as recorded.
+// path.
 func replayLandscape(t *testing.T, path string) evo.Landscape {
 	t.Helper()
 	rp, sp, _, err := loadBenchReplay(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var results []space.Result
-	sp.Enumerate(func(c space.Config) bool {
-		results = append(results, rp.Evaluate(context.Background(), c))
-		return true
-	})
-	land, err := evo.NewLandscape(results)
+	land, err := benchLandscape(context.Background(), rp, sp)
 	if err != nil {
 		t.Fatal(err)
 	}
