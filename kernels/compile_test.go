@@ -48,6 +48,51 @@ func newCompiler(t *testing.T) *compiler {
 		t.Skip("nvcc not found on PATH: the CUDA compile tests need nvcc (CI installs nvidia-cuda-toolkit)")
 	}
 	objdump, _ := exec.LookPath("cuobjdump")
+	return newCompilerWith(t, nvcc, objdump)
+}
+
+// fp8NVCCEnv names an nvcc of release 12.4 or newer for the fp8 compile
+// tests when the nvcc on PATH is older; CI unpacks one (.ci/nvcc12).
+const fp8NVCCEnv = "EVOTUNE_FP8_NVCC"
+
+// newFP8Compiler returns a compiler whose nvcc builds E4M3 mma: $EVOTUNE_FP8_NVCC,
+// else the nvcc on PATH when it is new enough. CI must have one.
+func newFP8Compiler(t *testing.T) *compiler {
+	t.Helper()
+	nvcc := os.Getenv(fp8NVCCEnv)
+	if nvcc == "" {
+		nvcc, _ = exec.LookPath("nvcc")
+	}
+	why := ""
+	if nvcc == "" {
+		why = "no nvcc found"
+	} else if out, err := exec.Command(nvcc, "--version").CombinedOutput(); err != nil {
+		why = fmt.Sprintf("%s --version: %v", nvcc, err)
+	} else if m := regexp.MustCompile(`release (\d+\.\d+)`).FindStringSubmatch(string(out)); m == nil {
+		why = nvcc + " --version names no release"
+	} else if err := CheckNVCCFor("fp8", m[1]); err != nil {
+		why = err.Error()
+	}
+	if why != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("fp8 compile tests: %s; CI sets %s to the nvcc that .ci/nvcc12 unpacks", why, fp8NVCCEnv)
+		}
+		t.Skipf("fp8 compile tests need nvcc %s or newer (set %s): %s", FP8MinNVCC, fp8NVCCEnv, why)
+	}
+	// cuobjdump of the same release: beside nvcc, or in the usr/bin of a
+	// Debian package tree (usr/lib/nvidia-cuda-toolkit/bin/nvcc).
+	objdump := ""
+	for _, p := range []string{filepath.Join(filepath.Dir(nvcc), "cuobjdump"), filepath.Join(filepath.Dir(nvcc), "../../../bin/cuobjdump")} {
+		if _, err := os.Stat(p); err == nil {
+			objdump = p
+			break
+		}
+	}
+	return newCompilerWith(t, nvcc, objdump)
+}
+
+func newCompilerWith(t *testing.T, nvcc, objdump string) *compiler {
+	t.Helper()
 	dir := t.TempDir()
 	src := SDPASource()
 	for _, sub := range []string{"src", "src2"} {
@@ -206,6 +251,56 @@ func TestCompileSample(t *testing.T) {
 	}
 }
 
+// TestCompileFP8Sample is TestCompileSample for fp8 (E4M3 inputs) on the
+// two architectures with E4M3 tensor cores: a sample covering every knob
+// value at D=64, and the first configs of D=128 causal with bf16 output;
+// each compiles, agrees with SharedBytes (the kernel's static_assert), and
+// the default does not spill.
+func TestCompileFP8Sample(t *testing.T) {
+	cc := newFP8Compiler(t)
+	for _, arch := range []string{"sm_89", "sm_90"} {
+		for pi, pr := range []struct {
+			d      int
+			causal bool
+			out    string
+		}{{64, false, "fp16"}, {128, true, "bf16"}} {
+			tg, err := TargetFor(arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := space.Problem{Family: Family, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: "fp8", OutDtype: pr.out, Causal: pr.causal}
+			s, err := SDPASpace(p, tg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sample := coverSample(s, rand.New(rand.NewPCG(2, uint64(pi))))
+			if pi == 1 {
+				sample = sample[:3]
+			}
+			for i, c := range sample {
+				name := fmt.Sprintf("%s/d%d_fp8_%s_causal%v/%02d", arch, pr.d, pr.out, pr.causal, i)
+				flags, err := s.Flags(c)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				flags = append(flags, "-DSDPA_EXPECT_SMEM="+strconv.Itoa(SharedBytes(c, pr.d)))
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					res := cc.compile(arch, "src", flags)
+					if res.err != nil {
+						t.Fatalf("config %s: %v", c.Key(), res.err)
+					}
+					regs, spills := fwdUsage(t, res.ptxas)
+					t.Logf("%s: %d registers, %d spill bytes", c.Key(), regs, spills)
+					if i == 0 && spills != 0 {
+						t.Errorf("the default config spills %d bytes", spills)
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestEveryKnobChangesCode proves that each knob reaches the machine code:
 // from the default, setting any one knob to any other value gives
 // different SASS. Where that single change is invalid, the test also
@@ -213,9 +308,18 @@ func TestCompileSample(t *testing.T) {
 // with only those other changes, so the difference is still due to the
 // knob under test.
 func TestEveryKnobChangesCode(t *testing.T) {
-	cc := newCompiler(t)
+	everyKnobChangesCode(t, newCompiler(t), "fp16")
+}
+
+// TestEveryFP8KnobChangesCode is TestEveryKnobChangesCode for the fp8
+// space: every knob, the fp8-only ones included, on the E4M3 kernel.
+func TestEveryFP8KnobChangesCode(t *testing.T) {
+	everyKnobChangesCode(t, newFP8Compiler(t), "fp8")
+}
+
+func everyKnobChangesCode(t *testing.T, cc *compiler, dtype string) {
 	const arch = "sm_89"
-	s, _ := mustSpace(t, 64, "fp16", false, arch)
+	s, _ := mustSpace(t, 64, dtype, false, arch)
 	def := s.Default()
 	render := func(c space.Config) []string {
 		t.Helper()

@@ -34,18 +34,20 @@ const (
 
 // A Request asks the worker for one thing.
 type Request struct {
-	ID     int64       `json:"id"`
-	Op     string      `json:"op"`
-	Cubin  string      `json:"cubin,omitempty"` // path of the candidate's cubin
-	Plan   Plan        `json:"plan"`
-	Shape  space.Shape `json:"shape"`
-	Dtype  string      `json:"dtype,omitempty"` // "fp16" or "bf16"
-	Causal bool        `json:"causal,omitempty"`
-	Scale  float64     `json:"scale,omitempty"` // softmax scale; 0 means 1/sqrt(D)
+	ID       int64       `json:"id"`
+	Op       string      `json:"op"`
+	Cubin    string      `json:"cubin,omitempty"` // path of the candidate's cubin
+	Plan     Plan        `json:"plan"`
+	Shape    space.Shape `json:"shape"`
+	Dtype    string      `json:"dtype,omitempty"`     // "fp16", "bf16" or "fp8"
+	OutDtype string      `json:"out_dtype,omitempty"` // fp8's output, "fp16" (default) or "bf16"
+	Causal   bool        `json:"causal,omitempty"`
+	Scale    float64     `json:"scale,omitempty"` // softmax scale; 0 means 1/sqrt(D)
 
 	// check
 	Seed       uint64  `json:"seed,omitempty"`
 	InputScale float64 `json:"input_scale,omitempty"` // inputs ~ U(-InputScale, InputScale); 0 means 1
+	InputDist  string  `json:"input_dist,omitempty"`  // "uniform" (default) or "normal": N(0, InputScale²)
 	Atol       float64 `json:"atol,omitempty"`        // an element is bad when |o-ref| > Atol + Rtol*|ref|
 	Rtol       float64 `json:"rtol,omitempty"`
 
@@ -82,6 +84,14 @@ type Response struct {
 	Repeatable bool    `json:"repeatable,omitempty"` // a second run gave bitwise the same output
 	OutStd     float64 `json:"out_std,omitempty"`    // standard deviation of the candidate's output
 	RefStd     float64 `json:"ref_std,omitempty"`    // and of the reference
+	// fp8: end-to-end error against fp32 attention on the unquantised
+	// inputs, and the dequantisation scales the inputs were quantised with.
+	E2ECos    float64 `json:"e2e_cos,omitempty"`
+	E2ERelL1  float64 `json:"e2e_rel_l1,omitempty"`
+	E2EMaxAbs float64 `json:"e2e_max_abs,omitempty"`
+	QScale    float64 `json:"q_scale,omitempty"`
+	KScale    float64 `json:"k_scale,omitempty"`
+	VScale    float64 `json:"v_scale,omitempty"`
 
 	// time
 	SamplesUS         []float64 `json:"samples_us,omitempty"` // per call

@@ -24,9 +24,28 @@
 // PERSISTENT CTAs stride over all tiles; causal tiles are ordered heaviest
 // first.
 //
+// fp8 (SDPA_FP8=1): Q, K and V are E4M3 bytes with per-tensor
+// dequantisation scales (q_scale, k_scale, v_scale in SdpaParams); O is fp16,
+// or bf16 with SDPA_OUT_BF16. S = Q K^T runs as mma.sync m16n8k32 e4m3 with
+// the same byte-level ldmatrix addressing as fp16 (a 16-byte chunk is 16
+// elements instead of 8); q_scale*k_scale folds into the softmax scale. V
+// stays [key][d] in shared memory: one ldmatrix.trans of 16-bit pairs gives a
+// thread keys (2t, 2t+1) x columns (2g, 2g+1), and two prmt per register pair
+// regroup them into the k-major B operand of four keys {2t, 2t+1, 2t+8, 2t+9}
+// for one column, even columns and odd columns in separate n8 tiles. P's A
+// fragment takes its keys in that same order straight from the S
+// accumulators, so no shuffle and no shared-memory transpose is needed; O's
+// columns come out permuted (d = 16c + 4t + {0,2} even tile, {1,3} odd
+// tile), which the stores undo. P is quantised to E4M3 as exp(s - m + 8 ln2)
+// in (0, 256] (the 2^8 cancels in O = sum P V / sum P and keeps small
+// probabilities out of E4M3's subnormals), or, with SDPA_PV_FP8=0, P stays
+// fp16 and V is widened to fp16 in registers. With SDPA_PV_ACCUM=1 each tile's
+// P V goes into a fresh accumulator that is added into the fp32 O (the fp8
+// mma's accumulator keeps fewer than 32 mantissa bits).
+//
 // Every knob below is a -D macro with the default of kernels/sdpa_space.go.
-// Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL) are fixed per
-// problem.
+// Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
+// SDPA_OUT_BF16) are fixed per problem.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -44,6 +63,18 @@
 #endif
 #ifndef SDPA_CAUSAL
 #define SDPA_CAUSAL 0
+#endif
+#ifndef SDPA_FP8
+#define SDPA_FP8 0
+#endif
+#ifndef SDPA_OUT_BF16
+#define SDPA_OUT_BF16 0
+#endif
+#ifndef SDPA_PV_FP8
+#define SDPA_PV_FP8 1
+#endif
+#ifndef SDPA_PV_ACCUM
+#define SDPA_PV_ACCUM 1
 #endif
 #ifndef SDPA_WS
 #define SDPA_WS 0
@@ -101,6 +132,17 @@ constexpr bool kPersistent = SDPA_PERSISTENT != 0;
 constexpr bool kQInRegs = SDPA_Q_IN_REGS != 0;
 constexpr bool kSwizzle = SDPA_KV_SWIZZLE != 0;
 constexpr int kSplit = SDPA_SPLIT_KV;
+constexpr bool kFP8 = SDPA_FP8 != 0;
+// The output dtype: the input dtype, or for fp8 fp16 unless SDPA_OUT_BF16.
+constexpr bool kOutBF16 = kFP8 ? SDPA_OUT_BF16 != 0 : kBF16;
+// P V in fp8 (P and V E4M3) or, for fp8 inputs with SDPA_PV_FP8=0, in fp16.
+constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
+// Two-level accumulation of P V (fp8 only).
+constexpr bool kPVAccum = kFP8 && SDPA_PV_ACCUM != 0;
+// Bytes of an input element, input elements per 16-byte chunk, chunks per row.
+constexpr int kEsz = kFP8 ? 1 : 2;
+constexpr int kVec = 16 / kEsz;
+constexpr int kChunks = D * kEsz / 16;
 
 // Warp layout: as many row groups as 16-row slices allow, the rest of the
 // warps split each key tile.
@@ -110,7 +152,7 @@ constexpr int kRowsPerWarp = BM / kWarpsM;
 constexpr int kColsPerWarp = BN / kWarpsN;
 constexpr int MT = kRowsPerWarp / 16;  // m16 tiles per warp
 constexpr int NT = kColsPerWarp / 8;   // n8 tiles of S per warp
-constexpr int KT = D / 16;             // k16 steps over the head dimension
+constexpr int KT = D * kEsz / 32;      // k steps over the head dimension (k16, or k32 for fp8)
 constexpr int DT = D / 8;              // n8 tiles of O
 
 constexpr int kConsumerThreads = kWarps * 32;
@@ -118,13 +160,14 @@ constexpr int kProducerThreads = SDPA_PRODUCER_WARPS * 32;  // used with WS only
 constexpr int kThreads = kConsumerThreads + (kWS ? kProducerThreads : 0);
 
 // Shared memory, in elements of the input dtype unless named bytes. Rows
-// are D elements with the XOR swizzle, D+8 with padding; either way the 8
-// rows an ldmatrix reads fall in 8 different 16-byte bank groups.
-constexpr int kStride = kSwizzle ? D : D + 8;
+// are D elements with the XOR swizzle, D plus one 16-byte chunk with
+// padding; either way the 8 rows an ldmatrix reads fall in 8 different
+// 16-byte bank groups.
+constexpr int kStride = kSwizzle ? D : D + kVec;
 constexpr int kQElems = BM * kStride;
 constexpr int kTileElems = BN * kStride;
-constexpr int kQBytes = kQElems * 2;
-constexpr int kRingBytes = kStages * 2 * kTileElems * 2;
+constexpr int kQBytes = kQElems * kEsz;
+constexpr int kRingBytes = kStages * 2 * kTileElems * kEsz;
 constexpr int kCombineOBytes = (kWarpsN - 1) * BM * D * 4;
 constexpr int kCombineBytes = kWarpsN > 1 ? kCombineOBytes + 2 * kWarpsN * BM * 4 : 0;
 // Without WS the combine area aliases Q and the ring (all loads are done by
@@ -152,12 +195,16 @@ static_assert(!kWS || SDPA_PRODUCER_WARPS >= 1, "SDPA_WS=1 needs producer warps"
 static_assert(kThreads <= 1024, "more than 1024 threads per CTA");
 static_assert(kSplit >= 1, "SDPA_SPLIT_KV must be positive");
 static_assert(kSmemBytes <= 232448, "shared memory beyond any supported GPU");
+static_assert(!kPVFP8 || kColsPerWarp % 32 == 0, "fp8 P V needs 32 keys per warp slice");
+static_assert(!kFP8 || (DT / kWarpsN) % 2 == 0, "fp8 keeps O's even and odd column tiles in one key slice");
 #ifdef SDPA_EXPECT_SMEM
 // Compile tests pass kernels.SharedBytes here so the Go side cannot drift.
 static_assert(kSmemBytes == SDPA_EXPECT_SMEM, "kernels.SharedBytes disagrees with the kernel");
 #endif
 
-using elem = typename std::conditional<kBF16, __nv_bfloat16, __half>::type;
+// elem is the input element (E4M3 bytes for fp8), oelem the output's.
+using oelem = typename std::conditional<kOutBF16, __nv_bfloat16, __half>::type;
+using elem = typename std::conditional<kFP8, uint8_t, oelem>::type;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -214,9 +261,78 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
     }
 }
 
-// pack2 rounds two floats to the input dtype, low half first.
+// c += a * b for one m16n8k32 tile of E4M3 (sm_89+, PTX ISA 8.4).
+__device__ __forceinline__ void mma16832(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if SDPA_FP8
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// c += a * b for one m16n8k16 tile of fp16 (P V in fp16 for fp8 inputs).
+__device__ __forceinline__ void mma16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The score product of one k step: m16n8k16 in the input dtype, or
+// m16n8k32 E4M3.
+__device__ __forceinline__ void mma_qk(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (kFP8) {
+        mma16832(c, a, b0, b1);
+    } else {
+        mma16816(c, a, b0, b1);
+    }
+}
+
+// pack4_e4m3 rounds four floats to E4M3 (saturating), x0 in the low byte.
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+    uint32_t r = 0;
+#if SDPA_FP8
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+        "mov.b32 %0, {lo, hi};\n}\n"
+        : "=r"(r)
+        : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+#endif
+    return r;
+}
+
+// e4m3x2_to_f16x2 widens two E4M3 bytes (the low 16 bits of x) to fp16,
+// the low byte into the low half.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
+    uint32_t r = 0;
+#if SDPA_FP8
+    asm("{\n.reg .b16 a;\n"
+        "cvt.u16.u32 a, %1;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, a;\n}\n"
+        : "=r"(r)
+        : "r"(x));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// pack2_f16 rounds two floats to fp16, low half first.
+__device__ __forceinline__ uint32_t pack2_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// pack2 rounds two floats to the output dtype (for fp16 and bf16 also the
+// input dtype, which P takes), low half first.
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-    if constexpr (kBF16) {
+    if constexpr (kOutBF16) {
         __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
         return *reinterpret_cast<uint32_t*>(&v);
     } else {
@@ -239,11 +355,17 @@ __device__ __forceinline__ float exp_s(float x) {
 
 // ---- shared-memory layout --------------------------------------------------
 
-// Element offset of (row, col) in a tile; col is a multiple of 8 (one
+// The XOR applied to a row's chunk index. With 8 or more chunks a row
+// (128 bytes or more) row & 7 spreads the 8 rows of an ldmatrix over the 8
+// bank groups; fp8 rows of D=64 are 4 chunks, two rows per 128 bytes, so the
+// rows of a pair share their XOR: (row >> 1) & 3.
+__device__ __forceinline__ int swz(int row) { return kChunks >= 8 ? (row & 7) : ((row >> 1) & 3); }
+
+// Element offset of (row, col) in a tile; col is a multiple of kVec (one
 // 16-byte chunk) wherever it is used.
 __device__ __forceinline__ int tile_off(int row, int col) {
     if constexpr (kSwizzle) {
-        return row * D + ((((col >> 3) ^ (row & 7))) << 3);
+        return row * D + (((col / kVec) ^ swz(row)) * kVec);
     } else {
         return row * kStride + col;
     }
@@ -260,8 +382,10 @@ __device__ __forceinline__ int tile_off(int row, int col) {
 // registers and is 3-4% faster; at D=64 the per-step addresses, which ptxas
 // folds into immediate offsets, are 3% faster on the long shapes. So the
 // XOR stepping is used at D=128 only.
-constexpr bool kXorStep = kSwizzle && D == 128;
-constexpr int kRowBytes = kStride * 2;
+constexpr bool kXorStep = kSwizzle && D == 128 && !kFP8;
+constexpr int kRowBytes = kStride * kEsz;
+// Elements of one 32-byte k step along a row (k16 of fp16, k32 of fp8).
+constexpr int kKStep = 32 / kEsz;
 
 // The address of the chunk k steps along the row from the chunk at byte
 // address a (of the tile at t, row, col): a ^ (k << 5) with kXorStep, else
@@ -270,7 +394,7 @@ __device__ __forceinline__ uint32_t kstep(uint32_t a, uint32_t t, int row, int c
     if constexpr (kXorStep) {
         return a ^ (uint32_t)(k << 5);
     } else {
-        return t + tile_off(row, col + k * 16) * 2;
+        return t + tile_off(row, col + k * kKStep) * kEsz;
     }
 }
 
@@ -281,12 +405,12 @@ __device__ __forceinline__ uint32_t kstep(uint32_t a, uint32_t t, int row, int c
 // plus compile-time offsets (few live registers for the loop).
 template <int ROWS, int NTHR>
 __device__ __forceinline__ void load_tile(elem* tile, const elem* g, int row0, int s, int tid) {
-    constexpr int kChunksPerRow = D / 8;
+    constexpr int kChunksPerRow = kChunks;
     static_assert(NTHR % kChunksPerRow == 0, "loader threads must cover whole rows");
     constexpr int kRowStep = NTHR / kChunksPerRow;
     constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
     const int r0 = tid / kChunksPerRow;
-    const int c0 = (tid % kChunksPerRow) * 8;
+    const int c0 = (tid % kChunksPerRow) * kVec;
     const elem* src = g + (size_t)(row0 + r0) * D + c0;
     const uint32_t base = smem_addr(tile);
 #pragma unroll
@@ -294,7 +418,7 @@ __device__ __forceinline__ void load_tile(elem* tile, const elem* g, int row0, i
         const int r = r0 + it * kRowStep;
         if (ROWS % kRowStep == 0 || r < ROWS) {
             const bool ok = row0 + r < s;
-            cp_async16(base + tile_off(r, c0) * 2, ok ? src + it * kRowStep * D : g, ok ? 16 : 0);
+            cp_async16(base + tile_off(r, c0) * kEsz, ok ? src + it * kRowStep * D : g, ok ? 16 : 0);
         }
     }
 }
@@ -377,9 +501,9 @@ using QFrag = uint32_t[kQInRegs ? MT : 1][kQInRegs ? KT : 1][4];
 // The thread's row and column of Q's A fragment for (mt 0, kt 0), and that
 // chunk's address; (mt, kt) is 16 rows per mt on and kstep'ed by kt.
 __device__ __forceinline__ int q_frag_row(int wm, int lane) { return wm * kRowsPerWarp + (lane & 15); }
-__device__ __forceinline__ int q_frag_col(int lane) { return (lane >> 4) * 8; }
+__device__ __forceinline__ int q_frag_col(int lane) { return (lane >> 4) * kVec; }
 __device__ __forceinline__ uint32_t q_frag_addr(uint32_t sq, int wm, int lane) {
-    return sq + tile_off(q_frag_row(wm, lane), q_frag_col(lane)) * 2;
+    return sq + tile_off(q_frag_row(wm, lane), q_frag_col(lane)) * kEsz;
 }
 
 // Q's A fragment for (mt, kt), from shared memory.
@@ -407,8 +531,8 @@ using Scores = float[MT][NT][4];
 __device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t sq, uint32_t sk, int wm, int wn,
                                        int lane) {
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
-    const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * 8;
-    const uint32_t ka = sk + tile_off(krow, kcol) * 2;
+    const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * kVec;
+    const uint32_t ka = sk + tile_off(krow, kcol) * kEsz;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -434,8 +558,8 @@ __device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t s
             ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                mma16816(sacc[mt][2 * np], a[mt], b[0], b[1]);
-                mma16816(sacc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                mma_qk(sacc[mt][2 * np], a[mt], b[0], b[1]);
+                mma_qk(sacc[mt][2 * np + 1], a[mt], b[2], b[3]);
             }
         }
     }
@@ -460,13 +584,90 @@ __device__ __forceinline__ void mask(Scores& sacc, int m0, int kv0, int s, int w
     }
 }
 
+// kPBias is added to every exponent when P is quantised to E4M3: P lies in
+// (0, 2^8] instead of (0, 1], clear of E4M3's subnormals (below 2^-6) and
+// under its 448 maximum. It cancels in O = sum P V / sum P and is taken out
+// of the log-sum-exp.
+constexpr float kPBias = kPVFP8 ? (kFastExp ? 8.f : 8.f * kLn2) : 0.f;
+
+// pv_fp8 adds P V for one warp's key slice with E4M3 mma: k32 steps of P
+// (keys in the order {2t, 2t+1, 2t+8, 2t+9} of each 16, see the header) and
+// V's B fragments regrouped from ldmatrix.trans by prmt.
+__device__ __forceinline__ void pv_fp8(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
+    const int vrow = wn * kColsPerWarp + lane;
+#pragma unroll
+    for (int kk = 0; kk < NT / 4; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            const float(*s4)[4] = &sacc[mt][4 * kk];
+            pa[mt][0] = pack4_e4m3(s4[0][0], s4[0][1], s4[1][0], s4[1][1]);
+            pa[mt][1] = pack4_e4m3(s4[0][2], s4[0][3], s4[1][2], s4[1][3]);
+            pa[mt][2] = pack4_e4m3(s4[2][0], s4[2][1], s4[3][0], s4[3][1]);
+            pa[mt][3] = pack4_e4m3(s4[2][2], s4[2][3], s4[3][2], s4[3][3]);
+        }
+#pragma unroll
+        for (int dc = 0; dc < D / 16; ++dc) {
+            uint32_t r[4];
+            ldsm_x4_trans(r, sv + tile_off(vrow + kk * 32, dc * 16));
+            const uint32_t even0 = prmt(r[0], r[1], 0x6420), even1 = prmt(r[2], r[3], 0x6420);
+            const uint32_t odd0 = prmt(r[0], r[1], 0x7531), odd1 = prmt(r[2], r[3], 0x7531);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma16832(o[mt][2 * dc], pa[mt], even0, even1);
+                mma16832(o[mt][2 * dc + 1], pa[mt], odd0, odd1);
+            }
+        }
+    }
+}
+
+// pv_f16 adds P V in fp16 for fp8 inputs: P rounded to fp16 in the natural
+// key order, V widened from E4M3 to fp16 in registers; the columns come out
+// in the same even/odd tiles as pv_fp8.
+__device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
+    const int vrow = wn * kColsPerWarp + lane;
+#pragma unroll
+    for (int kk = 0; kk < NT / 4; ++kk) {
+        uint32_t pa[2][MT][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const float(*s2)[4] = &sacc[mt][4 * kk + 2 * h];
+                pa[h][mt][0] = pack2_f16(s2[0][0], s2[0][1]);
+                pa[h][mt][1] = pack2_f16(s2[0][2], s2[0][3]);
+                pa[h][mt][2] = pack2_f16(s2[1][0], s2[1][1]);
+                pa[h][mt][3] = pack2_f16(s2[1][2], s2[1][3]);
+            }
+#pragma unroll
+        for (int dc = 0; dc < D / 16; ++dc) {
+            uint32_t r[4];
+            ldsm_x4_trans(r, sv + tile_off(vrow + kk * 32, dc * 16));
+            // r[i] holds keys 8i + {2t, 2t+1} x columns {2g, 2g+1}. The k16
+            // B fragment of column 2g (2g+1) is keys {2t, 2t+1} and
+            // {2t+8, 2t+9}: bytes 0 and 2 (1 and 3) of r[2h] and r[2h+1].
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t e0 = e4m3x2_to_f16x2(prmt(r[2 * h], 0, 0x0020));
+                const uint32_t e1 = e4m3x2_to_f16x2(prmt(r[2 * h + 1], 0, 0x0020));
+                const uint32_t o0 = e4m3x2_to_f16x2(prmt(r[2 * h], 0, 0x0031));
+                const uint32_t o1 = e4m3x2_to_f16x2(prmt(r[2 * h + 1], 0, 0x0031));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816_f16(o[mt][2 * dc], pa[h][mt], e0, e1);
+                    mma16816_f16(o[mt][2 * dc + 1], pa[h][mt], o0, o1);
+                }
+            }
+        }
+    }
+}
+
 // softmax_pv folds a tile's masked scores into the warp's state: the online
 // softmax, then O += P V with V at sv. Scores stay unscaled until the
 // exponential: the scale is folded into one FFMA there (scale > 0, so the
 // row max commutes with it).
 __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, float sc, int wn, int lane) {
-    const int vrow = wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, vcol = (lane >> 4) * 8;
-    const uint32_t va = sv + tile_off(vrow, vcol) * 2;
+    float alpha[MT][2];
     // Online softmax, one row half (h) at a time: rows g and g+8. The
     // running max acc.m is kept in the scaled domain.
 #pragma unroll
@@ -482,27 +683,62 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             // A row with every key so far masked keeps m = -inf; subtract 0
             // then, so exp gives 0 rather than NaN.
             const float mu = mx == -INFINITY ? 0.f : mx;
-            const float alpha = exp_s(acc.m[mt][h] - mu);
+            alpha[mt][h] = exp_s(acc.m[mt][h] - mu);
             acc.m[mt][h] = mx;
+            const float nmu = kPVFP8 ? kPBias - mu : -mu;
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const float p0 = exp_s(fmaf(sacc[mt][nt][2 * h], sc, -mu));
-                const float p1 = exp_s(fmaf(sacc[mt][nt][2 * h + 1], sc, -mu));
+                const float p0 = exp_s(fmaf(sacc[mt][nt][2 * h], sc, nmu));
+                const float p1 = exp_s(fmaf(sacc[mt][nt][2 * h + 1], sc, nmu));
                 sacc[mt][nt][2 * h] = p0;
                 sacc[mt][nt][2 * h + 1] = p1;
                 sum += p0 + p1;
             }
-            acc.l[mt][h] = acc.l[mt][h] * alpha + sum;
+            acc.l[mt][h] = acc.l[mt][h] * alpha[mt][h] + sum;
+            if constexpr (!kPVAccum) {
 #pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                acc.o[mt][dt][2 * h] *= alpha;
-                acc.o[mt][dt][2 * h + 1] *= alpha;
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc.o[mt][dt][2 * h] *= alpha[mt][h];
+                    acc.o[mt][dt][2 * h + 1] *= alpha[mt][h];
+                }
             }
         }
 
+    if constexpr (kFP8) {
+        if constexpr (kPVAccum) {
+            // Two-level accumulation: this tile's P V in a fresh
+            // accumulator, then O = O * alpha + tile in fp32.
+            float t[MT][DT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) t[mt][dt][e] = 0.f;
+            if constexpr (kPVFP8) {
+                pv_fp8(t, sacc, sv, wn, lane);
+            } else {
+                pv_f16(t, sacc, sv, wn, lane);
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc.o[mt][dt][e] = fmaf(acc.o[mt][dt][e], alpha[mt][e >> 1], t[mt][dt][e]);
+        } else if constexpr (kPVFP8) {
+            pv_fp8(acc.o, sacc, sv, wn, lane);
+        } else {
+            pv_f16(acc.o, sacc, sv, wn, lane);
+        }
+        return;
+    }
+
     // O += P V: P's C fragments of two adjacent n8 tiles are the A fragment
     // of one k16 step, so P never leaves registers.
+    const int vrow = wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, vcol = (lane >> 4) * 8;
+    const uint32_t va = sv + tile_off(vrow, vcol) * 2;
 #pragma unroll
     for (int kk = 0; kk < NT / 2; ++kk) {
         uint32_t pa[MT][4];
@@ -662,9 +898,34 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
                 const int row = w.m0 + wm * kRowsPerWarp + mt * 16 + g + 8 * h;
                 if (row >= p.s) continue;
                 const float l = acc.l[mt][h];
-                const float inv = l > 0.f ? 1.f / l : 0.f;  // a row with no key writes 0
-                if constexpr (kSplit == 1) {
-                    elem* o = static_cast<elem*>(p.o) + (head + row) * D;
+                // A row with no key writes 0. fp8 V's dequantisation scale
+                // applies to the whole row.
+                const float inv = l > 0.f ? (kFP8 ? p.v_scale : 1.f) / l : 0.f;
+                if constexpr (kFP8) {
+                    // Tiles 2c' and 2c'+1 hold columns 16c' + 4t + {0, 2}
+                    // and {1, 3}: four adjacent columns a thread.
+                    if constexpr (kSplit == 1) {
+                        oelem* o = static_cast<oelem*>(p.o) + (head + row) * D;
+#pragma unroll
+                        for (int dt = c * kDTW; dt < (c + 1) * kDTW; dt += 2) {
+                            const float* ev = acc.o[mt][dt];
+                            const float* od = acc.o[mt][dt + 1];
+                            *reinterpret_cast<uint2*>(o + (dt / 2) * 16 + t4 * 4) =
+                                make_uint2(pack2(ev[2 * h] * inv, od[2 * h] * inv),
+                                           pack2(ev[2 * h + 1] * inv, od[2 * h + 1] * inv));
+                        }
+                    } else {
+                        float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
+#pragma unroll
+                        for (int dt = c * kDTW; dt < (c + 1) * kDTW; dt += 2) {
+                            const float* ev = acc.o[mt][dt];
+                            const float* od = acc.o[mt][dt + 1];
+                            *reinterpret_cast<float4*>(o + (dt / 2) * 16 + t4 * 4) =
+                                make_float4(ev[2 * h] * inv, od[2 * h] * inv, ev[2 * h + 1] * inv, od[2 * h + 1] * inv);
+                        }
+                    }
+                } else if constexpr (kSplit == 1) {
+                    oelem* o = static_cast<oelem*>(p.o) + (head + row) * D;
 #pragma unroll
                     for (int dt = c * kDTW; dt < (c + 1) * kDTW; ++dt)
                         *reinterpret_cast<uint32_t*>(o + dt * 8 + t4 * 2) =
@@ -675,16 +936,24 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
                     for (int dt = c * kDTW; dt < (c + 1) * kDTW; ++dt)
                         *reinterpret_cast<float2*>(o + dt * 8 + t4 * 2) =
                             make_float2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
-                    if (c == 0 && t4 == 0) {
-                        const float m = kFastExp ? acc.m[mt][h] * kLn2 : acc.m[mt][h];
-                        p.lse_part[(size_t)w.split * rows + head + row] = l > 0.f ? m + logf(l) : -INFINITY;
-                    }
+                }
+                if (kSplit > 1 && c == 0 && t4 == 0) {
+                    // l carries P's 2^8 (kPBias) with fp8 P; the log-sum-exp
+                    // does not.
+                    const float m = (kFastExp ? acc.m[mt][h] * kLn2 : acc.m[mt][h]) - (kFastExp ? kPBias * kLn2 : kPBias);
+                    p.lse_part[(size_t)w.split * rows + head + row] = l > 0.f ? m + logf(l) : -INFINITY;
                 }
             }
     });
 }
 
 // ---- the two pipelines -----------------------------------------------------
+
+// softmax_scale is the factor of a raw score in the exponent: the caller's
+// scale, fp8's Q and K dequantisation scales, and log2(e) with fast exp.
+__device__ __forceinline__ float softmax_scale(const SdpaParams& p) {
+    return p.scale * (kFP8 ? p.q_scale * p.k_scale : 1.f) * (kFastExp ? kLog2e : 1.f);
+}
 
 // With kSplitFirst the cooperative pipeline loads the first K/V tile of a
 // query block as two cp.async groups, K then V, and starts that tile's
@@ -700,7 +969,7 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
     elem* ring = sq + kQElems;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % kWarpsM, wn = warp / kWarpsM;
-    const float sc = p.scale * (kFastExp ? kLog2e : 1.f);
+    const float sc = softmax_scale(p);
 
     for_each_tile(p, [&](const Tile& w) {
         Acc acc;
@@ -751,7 +1020,7 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                 mask(sacc, w.m0, w.kb0 * BN, p.s, wm, wn, lane);
                 cp_async_wait<kStages - 1>();
                 __syncthreads();
-                softmax_pv(acc, sacc, k_at(0) + kTileElems * 2, sc, wn, lane);
+                softmax_pv(acc, sacc, k_at(0) + kTileElems * kEsz, sc, wn, lane);
                 j0 = 1;
             }
             for (int j = j0; j < w.nkb; ++j) {
@@ -772,7 +1041,7 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                     if (j + kStages - 1 < w.nkb) load_kv(j + kStages - 1);
                     cp_async_commit();  // empty groups keep the count fixed
                 }
-                attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * 2, w.m0, (w.kb0 + j) * BN, p.s, sc, wm,
+                attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, sc, wm,
                        wn, lane);
                 if constexpr (kStages == 1) __syncthreads();  // the slot is free for the next load
             }
@@ -836,7 +1105,7 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
     }
 
     const int wm = warp % kWarpsM, wn = warp / kWarpsM;
-    const float sc = p.scale * (kFastExp ? kLog2e : 1.f);
+    const float sc = softmax_scale(p);
     int it = 0;
     for_each_tile(p, [&](const Tile& w) {
         Acc acc;
@@ -854,7 +1123,7 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
                 const int slot = it % kStages;
                 bar_sync(kBarFull + slot, kThreads);
                 const uint32_t sk = smem_addr(ring + slot * 2 * kTileElems);
-                attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * 2, w.m0, (w.kb0 + j) * BN, p.s, sc, wm, wn,
+                attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, sc, wm, wn,
                        lane);
                 bar_arrive(kBarEmpty + slot, kThreads);
             }
@@ -917,7 +1186,7 @@ extern "C" __global__ void __launch_bounds__(128) sdpa_combine(const SdpaParams 
 #pragma unroll
             for (int e = 0; e < kPerLane; ++e) acc[e] *= inv;
         }
-        elem* o = static_cast<elem*>(p.o) + row * D + lane * kPerLane;
+        oelem* o = static_cast<oelem*>(p.o) + row * D + lane * kPerLane;
 #pragma unroll
         for (int e = 0; e < kPerLane; e += 2) *reinterpret_cast<uint32_t*>(o + e) = pack2(acc[e], acc[e + 1]);
     }

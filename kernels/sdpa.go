@@ -64,6 +64,16 @@ type sdpaGeom struct {
 	minBlocks                int
 	split                    int
 	persistent               bool
+	// fp8: E4M3 inputs (one-byte tiles); pvFP8 and pvAccum are its knobs.
+	fp8, pvFP8, pvAccum bool
+}
+
+// esz is the bytes of an input element.
+func (g sdpaGeom) esz() int {
+	if g.fp8 {
+		return 1
+	}
+	return 2
 }
 
 // threads is the CTA size: consumer warps plus, with ws, producer warps.
@@ -120,6 +130,19 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 		}
 		*k.dst = n != 0
 	}
+	if _, ok := c["pv_fp8"]; ok {
+		g.fp8 = true
+		for _, k := range []struct {
+			name string
+			dst  *bool
+		}{{"pv_fp8", &g.pvFP8}, {"pv_accum", &g.pvAccum}} {
+			n, err := knobInt(c, k.name)
+			if err != nil {
+				return g, err
+			}
+			*k.dst = n != 0
+		}
+	}
 	switch c["kv_layout"] {
 	case "pad":
 	case "swizzle":
@@ -146,6 +169,12 @@ func (g sdpaGeom) layoutErr() error {
 			g.blockN, g.warpsN, g.blockN/g.warpsN)
 	case g.rowsPerWarp > 64:
 		return fmt.Errorf("block_m=%d over %d warps gives %d rows per warp, more than 64", g.blockM, g.warpsM, g.rowsPerWarp)
+	case g.fp8 && g.pvFP8 && g.colsPerWarp%32 != 0:
+		return fmt.Errorf("block_n=%d over %d warps gives %d key columns per warp; fp8 P V (pv_fp8=1) takes them 32 at a time",
+			g.blockN, g.warpsN, g.colsPerWarp)
+	case g.fp8 && (g.d/8/g.warpsN)%2 != 0:
+		return fmt.Errorf("%d key slices at D=%d: fp8 keeps each pair of O's column tiles in one slice, so at most %d slices",
+			g.warpsN, g.d, g.d/16)
 	}
 	return nil
 }
@@ -160,19 +189,23 @@ func (g sdpaGeom) regEstimate() int {
 	mt := g.rowsPerWarp / 16
 	r := mt*g.d/2 + mt*g.colsPerWarp/2 + 4*mt + 40
 	if g.qInRegs {
-		r += mt * g.d / 4
+		r += mt * g.d * g.esz() / 8
+	}
+	if g.fp8 && g.pvAccum {
+		r += mt * g.d / 2 // the tile's fresh P V accumulator
 	}
 	return r
 }
 
-// sharedBytes mirrors SDPA_SMEM_BYTES in sdpa.cu.
+// sharedBytes mirrors kSmemBytes in sdpa.cu. Rows are padded by one
+// 16-byte chunk without the swizzle.
 func (g sdpaGeom) sharedBytes() int {
-	stride := g.d
+	rowBytes := g.d * g.esz()
 	if !g.swizzle {
-		stride += 8
+		rowBytes += 16
 	}
-	q := g.blockM * stride * 2
-	ring := g.stages * 2 * g.blockN * stride * 2
+	q := g.blockM * rowBytes
+	ring := g.stages * 2 * g.blockN * rowBytes
 	combine := 0
 	if g.warpsN > 1 {
 		combine = (g.warpsN-1)*g.blockM*g.d*4 + 2*g.warpsN*g.blockM*4
@@ -213,22 +246,30 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 	if t.SMs <= 0 || t.SharedPerBlock <= 0 || t.RegsPerSM <= 0 || t.MaxThreadsPerSM <= 0 {
 		return nil, fmt.Errorf("sdpa space: target %+v is incomplete", t)
 	}
-	bf16, causal := "0", "0"
-	if p.Dtype == "bf16" {
-		bf16 = "1"
-	}
-	if p.Causal {
-		causal = "1"
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
 	}
 	s := &space.Space{
 		Family: Family,
 		Knobs:  sdpaKnobs(),
 		Defines: []space.Define{
 			{Macro: "SDPA_HEAD_DIM", Value: strconv.Itoa(d)},
-			{Macro: "SDPA_BF16", Value: bf16},
-			{Macro: "SDPA_CAUSAL", Value: causal},
+			{Macro: "SDPA_BF16", Value: flag(p.Dtype == "bf16")},
+			{Macro: "SDPA_CAUSAL", Value: flag(p.Causal)},
 		},
 		Constraints: sdpaConstraints(d, t),
+	}
+	if p.Dtype == "fp8" {
+		if !FP8Arch(t.Arch) {
+			return nil, fmt.Errorf("sdpa space: fp8 needs E4M3 tensor cores (sm_89 or newer), not %s", t.Arch)
+		}
+		s.Knobs = append(s.Knobs, sdpaFP8Knobs()...)
+		s.Defines = append(s.Defines,
+			space.Define{Macro: "SDPA_FP8", Value: "1"},
+			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("sdpa space declaration: %w", err)
@@ -367,10 +408,38 @@ func SDPAFLOPs(s space.Shape, causal bool) float64 {
 }
 
 // SDPABytes is the minimal HBM traffic of one call: Q, K and V read once
-// and O written once, in the input dtype.
+// and O written once, in the input dtype (fp8: one-byte inputs, a two-byte
+// output).
 func SDPABytes(s space.Shape, dtype string) float64 {
-	elem := 2.0 // fp16 and bf16
-	return 4 * elem * float64(s.B) * float64(s.H) * float64(s.S) * float64(s.D)
+	bytes := 8.0 // fp16 and bf16: four two-byte tensors
+	if dtype == "fp8" {
+		bytes = 3 + 2
+	}
+	return bytes * float64(s.B) * float64(s.H) * float64(s.S) * float64(s.D)
+}
+
+// FP8Arch reports whether an architecture has E4M3 tensor cores (sm_89 and
+// sm_90 among those evotune targets).
+func FP8Arch(arch string) bool { return arch == "sm_89" || arch == "sm_90" }
+
+// FP8MinNVCC is the oldest nvcc that compiles the fp8 family: mma.sync
+// m16n8k32 with E4M3 operands needs PTX ISA 8.4.
+const FP8MinNVCC = "12.4"
+
+// CheckNVCCFor returns an error when an nvcc release (as "12.4.131") is too
+// old for dtype.
+func CheckNVCCFor(dtype, release string) error {
+	if dtype != "fp8" {
+		return nil
+	}
+	var maj, mnr int
+	if _, err := fmt.Sscanf(release, "%d.%d", &maj, &mnr); err != nil {
+		return fmt.Errorf("nvcc release %q: cannot tell whether it builds fp8 (needs %s or newer)", release, FP8MinNVCC)
+	}
+	if maj < 12 || maj == 12 && mnr < 4 {
+		return fmt.Errorf("--dtype fp8 needs nvcc %s or newer (PTX ISA 8.4 for E4M3 mma.sync); this nvcc is %s", FP8MinNVCC, release)
+	}
+	return nil
 }
 
 // A Source is a kernel family's embedded source files and their content
@@ -441,9 +510,13 @@ func NVCCArgs(arch string, flags []string, srcDir, outCubin string) []string {
 // A Tolerance is the correctness gate against the fp32 reference. An
 // element is bad when |o-ref| > Atol + Rtol·|ref|; a candidate passes when
 // the bad fraction is at most BadFrac and the max, mean and relative L2
-// errors are within MaxAbs, MeanAbs and RelL2.
+// errors are within MaxAbs, MeanAbs and RelL2. For fp8, E2ECos and E2ERelL1
+// bound the end-to-end error against fp32 attention on the unquantised
+// inputs (cosine similarity at least E2ECos, relative L1 at most E2ERelL1) at
+// input scale 1; zero means not gated.
 type Tolerance struct {
 	Atol, Rtol, MaxAbs, MeanAbs, RelL2, BadFrac float64
+	E2ECos, E2ERelL1                            float64
 }
 
 // ToleranceFor returns the gate for a dtype, at input scale 1.
@@ -458,7 +531,31 @@ type Tolerance struct {
 // and still catches a single wrong key (a wrong key moves an output by
 // ~1/S of a value of size ~0.5, i.e. 1e-3 at S=512, and usually far more).
 // bf16 has 3 fewer mantissa bits, so every bound is 8x looser.
+//
+// fp8 (E4M3 inputs, fp16 or bf16 output). The kernel error is measured
+// against the fp32 reference on the same dequantised inputs, so Q K^T is
+// exact up to fp32 accumulation and the errors are P's rounding and O's.
+// With pv_fp8=1, P is rounded to E4M3 (3 mantissa bits): each p is off by
+// at most 2^-4 of itself, so an output, a p-weighted mean of V, is off by at
+// most 2^-4 max|V| = 0.0625 at input scale 1, plus O's fp16 rounding
+// (2^-11): MaxAbs and Atol 0.065 are that bound, not a statistical guess,
+// and any element beyond it is a bug. The rounding errors are independent
+// with RMS 2^-4/sqrt(3) = 0.036 of each p, so O's RMS error is at most
+// 0.036 of its RMS: RelL2 0.05. MeanAbs 0.02 is 0.036 of the mean |O| of
+// the shortest rows (S=1: |O| = |V|, mean 0.5) with room. (pv_fp8=0 keeps
+// P in fp16 and errs like fp16; the gate is the dtype's, not the knob's.)
+// End to end, against the unquantised inputs, the inputs' own E4M3
+// rounding dominates: Q, K and V each off by up to 2^-4 relative. Exact
+// attention on the dequantised N(0,1) inputs is itself at cosine 0.9987
+// and relative L1 0.049 of fp32 at 1x1x512x64 (kernels/NOTES.md, "fp8");
+// no E4M3 kernel can do better. E2ECos 0.995 and E2ERelL1 0.10 leave 2x
+// that floor for the kernel's own error; the measured figures go into
+// every result.
 func ToleranceFor(dtype string) Tolerance {
+	if dtype == "fp8" {
+		return Tolerance{Atol: 0.065, Rtol: 0, MaxAbs: 0.065, MeanAbs: 0.02, RelL2: 0.05, BadFrac: 1e-4,
+			E2ECos: 0.995, E2ERelL1: 0.10}
+	}
 	t := Tolerance{Atol: 1e-3, Rtol: 1e-2, MaxAbs: 2e-3, MeanAbs: 1e-4, RelL2: 4e-3, BadFrac: 1e-4}
 	if dtype == "bf16" {
 		t.Atol *= 8

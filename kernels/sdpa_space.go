@@ -35,3 +35,14 @@ func sdpaKnobs() []space.Knob {
 			Doc: "split the key sequence across CTAs, combined by a second kernel"},
 	}
 }
+
+// sdpaFP8Knobs declares the knobs only fp8 (E4M3) problems have. Their
+// presence in a config is what makes its geometry fp8's (one-byte tiles).
+func sdpaFP8Knobs() []space.Knob {
+	return []space.Knob{
+		{Name: "pv_fp8", Macro: "SDPA_PV_FP8", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
+			Doc: "P V in E4M3 (m16n8k32, P quantised as exp(s - m + 8 ln 2)) or in fp16 (V widened to fp16 in registers)"},
+		{Name: "pv_accum", Macro: "SDPA_PV_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
+			Doc: "two-level P V accumulation: each K/V tile into a fresh accumulator, added into the fp32 O"},
+	}
+}

@@ -9,6 +9,15 @@
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_XX -I<dir of sdpa_params.h> -o worker worker.cu -lcuda
 //
+// fp8 (dtype "fp8"): Q, K and V are E4M3 bytes quantised from fp32 inputs
+// the way a user would, each tensor by its own amax (scale = amax / 448, the
+// largest E4M3 value); the kernel gets the dequantisation scales in
+// SdpaParams and writes O in out_dtype (fp16 or bf16). A check compares O
+// with two fp32 references: one on the dequantised inputs (what the kernel
+// could have computed exactly; the gate's atol/rtol and error measures) and
+// one on the unquantised inputs (end to end: cosine similarity, relative L1
+// and max abs error).
+//
 // Self-test: worker --dump-ref DIR --shape BxHxSxD --dtype fp16|bf16 --seed N
 //            [--causal] [--scale X] [--input-scale X]
 // writes the seeded inputs and the fp32 reference so that bench/torch_sdpa.py
@@ -17,6 +26,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <sys/stat.h>
@@ -506,7 +516,7 @@ private:
 // ---------------------------------------------------------------------------
 // Requests
 
-enum class Dtype { F16, BF16 };
+enum class Dtype { F16, BF16, FP8 };
 
 struct LaunchSpec {
     std::string kernel;
@@ -524,6 +534,8 @@ struct Request {
     long long lseOffsetBytes = 0;
     int b = 0, h = 0, s = 0, d = 0;
     Dtype dtype = Dtype::F16;
+    Dtype outDtype = Dtype::F16;  // the input dtype, or fp16 / bf16 for fp8
+    bool normal = false;          // inputs ~ N(0, input_scale^2) instead of U(-input_scale, input_scale)
     bool causal = false;
     double scale = 0;
     uint64_t seed = 0;
@@ -536,15 +548,28 @@ struct Request {
     bool eager = false;
 
     size_t elems() const { return static_cast<size_t>(b) * h * s * d; }
+    size_t inElemBytes() const { return dtype == Dtype::FP8 ? 1 : 2; }
     float softmaxScale() const { return scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(d)); }
 };
 
-const char* dtypeName(Dtype t) { return t == Dtype::F16 ? "fp16" : "bf16"; }
+const char* dtypeName(Dtype t) { return t == Dtype::F16 ? "fp16" : t == Dtype::BF16 ? "bf16" : "fp8"; }
 
 Dtype parseDtype(const std::string& s, const char* what) {
     if (s == "fp16") return Dtype::F16;
     if (s == "bf16") return Dtype::BF16;
-    throw BadRequest(format("%s %s: want fp16 or bf16", what, s.empty() ? "(empty)" : s.c_str()));
+    if (s == "fp8") return Dtype::FP8;
+    throw BadRequest(format("%s %s: want fp16, bf16 or fp8", what, s.empty() ? "(empty)" : s.c_str()));
+}
+
+// parseOutDtype reads out_dtype: empty means the input dtype (fp16 for fp8);
+// fp8 inputs write fp16 or bf16, the others their own dtype.
+Dtype parseOutDtype(const std::string& s, Dtype in) {
+    if (s.empty()) return in == Dtype::FP8 ? Dtype::F16 : in;
+    Dtype o = parseDtype(s, "field out_dtype:");
+    if (in == Dtype::FP8 ? o == Dtype::FP8 : o != in)
+        throw BadRequest(format("field out_dtype: %s with dtype %s: want %s", s.c_str(), dtypeName(in),
+                                in == Dtype::FP8 ? "fp16 or bf16" : dtypeName(in)));
+    return o;
 }
 
 // checkShape accepts a shape whose dimensions are all positive and whose
@@ -604,6 +629,13 @@ Request parseRequest(const Json& j) {
     r.d = static_cast<int>(getInt(*shape, "d", 0, 0, INT32_MAX));
     checkShape(r.b, r.h, r.s, r.d);
     r.dtype = parseDtype(getString(j, "dtype"), "field dtype:");
+    r.outDtype = parseOutDtype(getString(j, "out_dtype"), r.dtype);
+    {
+        std::string dist = getString(j, "input_dist");
+        if (dist != "" && dist != "uniform" && dist != "normal")
+            throw BadRequest(format("field input_dist: %s: want uniform or normal", dist.c_str()));
+        r.normal = dist == "normal";
+    }
     r.causal = getBool(j, "causal");
     r.scale = getDouble(j, "scale", 0);
     r.seed = getUint64(j, "seed", 0);
@@ -639,22 +671,51 @@ __host__ __device__ inline uint64_t splitmix64(uint64_t x) {
 template <typename T> __device__ inline float toFloat(T x);
 template <> __device__ inline float toFloat<__half>(__half x) { return __half2float(x); }
 template <> __device__ inline float toFloat<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ inline float toFloat<__nv_fp8_e4m3>(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
+template <> __device__ inline float toFloat<float>(float x) { return x; }
 
 template <typename T> __device__ inline T fromFloat(float x);
 template <> __device__ inline __half fromFloat<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+// E4M3 rounds to nearest and saturates at +-448, as a quantiser would.
+template <> __device__ inline __nv_fp8_e4m3 fromFloat<__nv_fp8_e4m3>(float x) { return __nv_fp8_e4m3(x); }
+template <> __device__ inline float fromFloat<float>(float x) { return x; }
 
 // fillUniform writes element i = dtype(round((2u-1)*scale)) with
 // u = top 24 bits of splitmix64(key + (i+1)*golden) / 2^24: counter based, so
-// the inputs depend only on (key, i), never on the launch geometry.
+// the inputs depend only on (key, i), never on the launch geometry. With
+// normal, element i is scale * N(0, 1) by Box-Muller from two such draws.
 template <typename T>
-__global__ void fillUniform(T* out, size_t n, uint64_t key, float scale) {
+__global__ void fillUniform(T* out, size_t n, uint64_t key, float scale, bool normal = false) {
     size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
         uint64_t r = splitmix64(key + (i + 1) * 0x9E3779B97F4A7C15ull);
         float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
-        out[i] = fromFloat<T>((2.0f * u - 1.0f) * scale);
+        float x = 2.0f * u - 1.0f;
+        if (normal) {
+            float u1 = (static_cast<float>(r & 0xFFFFFF) + 0.5f) * (1.0f / 16777216.0f);
+            x = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u);
+        }
+        out[i] = fromFloat<T>(x * scale);
     }
+}
+
+// absMax folds max |x| of n floats into *bits (a non-negative float's bits
+// order like the float).
+__global__ void absMax(const float* x, size_t n, unsigned int* bits) {
+    float m = 0;
+    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) m = fmaxf(m, fabsf(x[i]));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(bits, __float_as_uint(m));
+}
+
+// quantizeE4M3 writes out[i] = E4M3(x[i] / scale).
+__global__ void quantizeE4M3(const float* x, __nv_fp8_e4m3* out, size_t n, float scale) {
+    const float inv = 1.0f / scale;
+    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = __nv_fp8_e4m3(x[i] * inv);
 }
 
 constexpr int kRefThreads = 256;
@@ -684,10 +745,14 @@ __device__ inline float dotRow(const float* q, const T* k, int d) {
 // referenceAttention computes O in fp32 from the rounded inputs, one block a
 // query row, the plain way: pass 1 finds the row's max score, pass 2 sums
 // exp(score - max) and the weighted V rows, chunk by chunk. Causal rows see
-// keys 0..row. Chosen for being obviously right, not fast.
+// keys 0..row. Chosen for being obviously right, not fast. The inputs stand
+// for their values times qs, ks and vs (fp8's dequantisation scales; 1
+// otherwise).
 template <typename T>
 __global__ void __launch_bounds__(kRefThreads) referenceAttention(const T* q, const T* k, const T* v, float* o,
-                                                                  size_t rows, int s, int d, float scale, int causal) {
+                                                                  size_t rows, int s, int d, float scale, int causal,
+                                                                  float qsc = 1, float ksc = 1, float vsc = 1) {
+    scale *= ksc;
     extern __shared__ float smem[];
     float* qs = smem;         // [d]
     float* acc = qs + d;      // [d]
@@ -700,7 +765,7 @@ __global__ void __launch_bounds__(kRefThreads) referenceAttention(const T* q, co
         const T* vb = v + bh * s * d;
         __syncthreads();
         for (int c = threadIdx.x; c < d; c += blockDim.x) {
-            qs[c] = toFloat<T>(q[row * d + c]);
+            qs[c] = toFloat<T>(q[row * d + c]) * qsc;
             acc[c] = 0;
         }
         __syncthreads();
@@ -725,12 +790,12 @@ __global__ void __launch_bounds__(kRefThreads) referenceAttention(const T* q, co
             __syncthreads();
         }
         l = blockReduce(l, false, scratch);
-        for (int c = threadIdx.x; c < d; c += blockDim.x) o[row * d + c] = acc[c] / l;
+        for (int c = threadIdx.x; c < d; c += blockDim.x) o[row * d + c] = acc[c] * vsc / l;
     }
 }
 
 struct CompareStats {
-    double sumAbs, sumSqErr, sumSqRef, sumOut, sumOut2, sumRef, sumRef2;
+    double sumAbs, sumSqErr, sumSqRef, sumOut, sumOut2, sumRef, sumRef2, sumOutRef, sumAbsRef;
     unsigned long long bad, nan, inf, finite;
     unsigned int maxAbsBits;  // a non-negative float's bits order like the float
 };
@@ -746,7 +811,8 @@ __device__ inline unsigned long long warpSum(unsigned long long v) {
 
 template <typename T>
 __global__ void compareOutput(const T* out, const float* ref, size_t n, float atol, float rtol, CompareStats* st) {
-    double sumAbs = 0, sumSqErr = 0, sumSqRef = 0, sumOut = 0, sumOut2 = 0, sumRef = 0, sumRef2 = 0;
+    double sumAbs = 0, sumSqErr = 0, sumSqRef = 0, sumOut = 0, sumOut2 = 0, sumRef = 0, sumRef2 = 0, sumOutRef = 0,
+           sumAbsRef = 0;
     unsigned long long bad = 0, nan = 0, inf = 0, finite = 0;
     float maxAbs = 0;
     size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -756,6 +822,7 @@ __global__ void compareOutput(const T* out, const float* ref, size_t n, float at
         sumSqRef += static_cast<double>(r) * r;
         sumRef += r;
         sumRef2 += static_cast<double>(r) * r;
+        sumAbsRef += fabsf(r);
         if (isnan(o)) {
             nan++;
             bad++;
@@ -773,6 +840,7 @@ __global__ void compareOutput(const T* out, const float* ref, size_t n, float at
         sumSqErr += static_cast<double>(e) * e;
         sumOut += o;
         sumOut2 += static_cast<double>(o) * o;
+        sumOutRef += static_cast<double>(o) * r;
         if (e > atol + rtol * fabsf(r)) bad++;
     }
     sumAbs = warpSum(sumAbs);
@@ -782,6 +850,8 @@ __global__ void compareOutput(const T* out, const float* ref, size_t n, float at
     sumOut2 = warpSum(sumOut2);
     sumRef = warpSum(sumRef);
     sumRef2 = warpSum(sumRef2);
+    sumOutRef = warpSum(sumOutRef);
+    sumAbsRef = warpSum(sumAbsRef);
     bad = warpSum(bad);
     nan = warpSum(nan);
     inf = warpSum(inf);
@@ -795,6 +865,8 @@ __global__ void compareOutput(const T* out, const float* ref, size_t n, float at
         atomicAdd(&st->sumOut2, sumOut2);
         atomicAdd(&st->sumRef, sumRef);
         atomicAdd(&st->sumRef2, sumRef2);
+        atomicAdd(&st->sumOutRef, sumOutRef);
+        atomicAdd(&st->sumAbsRef, sumAbsRef);
         atomicAdd(&st->bad, bad);
         atomicAdd(&st->nan, nan);
         atomicAdd(&st->inf, inf);
@@ -857,12 +929,17 @@ private:
 struct CaseData {
     std::string key;
     DeviceBuffer q, k, v, ref;
-    size_t bytes() const { return q.size() + k.size() + v.size() + ref.size(); }
+    // fp8: the reference on the unquantised inputs and the dequantisation
+    // scales the inputs were quantised with.
+    DeviceBuffer refRaw;
+    float qs = 1, ks = 1, vs = 1;
+    size_t bytes() const { return q.size() + k.size() + v.size() + ref.size() + refRaw.size(); }
 };
 
 std::string caseKey(const Request& r) {
-    return format("%dx%dx%dx%d/%s/%d/%.9g/%llu/%.9g", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.causal ? 1 : 0,
-                  static_cast<double>(r.softmaxScale()), static_cast<unsigned long long>(r.seed), r.inputScale);
+    return format("%dx%dx%dx%d/%s/%d/%.9g/%llu/%.9g/%d", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.causal ? 1 : 0,
+                  static_cast<double>(r.softmaxScale()), static_cast<unsigned long long>(r.seed), r.inputScale,
+                  r.normal ? 1 : 0);
 }
 
 // Tensor tags keep Q, K and V streams apart for one seed.
@@ -920,18 +997,27 @@ public:
         stats_.reserve(sizeof(CompareStats), "compare stats");
 
         runOnce(r, fns, cd, outBytes);
-        CompareStats st;
-        RT(cudaMemsetAsync(stats_.get(), 0, sizeof st, stream_));
         unsigned blocks = gridFor(n, 256);
-        if (r.dtype == Dtype::F16)
-            compareOutput<<<blocks, 256, 0, stream_>>>(out_.get<__half>(), cd.ref.get<float>(), n, static_cast<float>(r.atol),
-                                                      static_cast<float>(r.rtol), stats_.get<CompareStats>());
-        else
-            compareOutput<<<blocks, 256, 0, stream_>>>(out_.get<__nv_bfloat16>(), cd.ref.get<float>(), n,
-                                                      static_cast<float>(r.atol), static_cast<float>(r.rtol),
-                                                      stats_.get<CompareStats>());
-        RT(cudaGetLastError());
-        RT(cudaMemcpyAsync(&st, stats_.get(), sizeof st, cudaMemcpyDeviceToHost, stream_));
+        CompareStats st = compare(r, cd.ref, static_cast<float>(r.atol), static_cast<float>(r.rtol));
+        if (r.dtype == Dtype::FP8) {
+            // End to end: against fp32 attention on the unquantised inputs.
+            CompareStats e2e = compare(r, cd.refRaw, 0, 0);
+            double cos = 0, relL1 = INFINITY, maxAbs = INFINITY;
+            if (e2e.nan + e2e.inf == 0 && e2e.finite > 0) {
+                float m;
+                memcpy(&m, &e2e.maxAbsBits, sizeof m);
+                maxAbs = m;
+                double den = std::sqrt(e2e.sumOut2 * e2e.sumSqRef);
+                cos = den > 0 ? e2e.sumOutRef / den : (e2e.sumOut2 == e2e.sumSqRef ? 1 : 0);
+                relL1 = e2e.sumAbsRef > 0 ? e2e.sumAbs / e2e.sumAbsRef : (e2e.sumAbs > 0 ? INFINITY : 0);
+            }
+            w.number("e2e_cos", cos);
+            w.number("e2e_rel_l1", relL1);
+            w.number("e2e_max_abs", maxAbs);
+            w.number("q_scale", cd.qs);
+            w.number("k_scale", cd.ks);
+            w.number("v_scale", cd.vs);
+        }
         RT(cudaMemcpyAsync(first_.get(), out_.get(), outBytes, cudaMemcpyDeviceToDevice, stream_));
         RT(cudaStreamSynchronize(stream_));
 
@@ -974,6 +1060,25 @@ public:
         w.boolean("repeatable", mismatch == 0);
         w.number("out_std", outStd);
         w.number("ref_std", std::sqrt(refVar));
+    }
+
+    // compare runs compareOutput of the output against ref and returns the
+    // statistics.
+    CompareStats compare(const Request& r, const DeviceBuffer& ref, float atol, float rtol) {
+        size_t n = r.elems();
+        unsigned blocks = gridFor(n, 256);
+        CompareStats st;
+        RT(cudaMemsetAsync(stats_.get(), 0, sizeof st, stream_));
+        if (r.outDtype == Dtype::BF16)
+            compareOutput<<<blocks, 256, 0, stream_>>>(out_.get<__nv_bfloat16>(), ref.get<float>(), n, atol, rtol,
+                                                      stats_.get<CompareStats>());
+        else
+            compareOutput<<<blocks, 256, 0, stream_>>>(out_.get<__half>(), ref.get<float>(), n, atol, rtol,
+                                                      stats_.get<CompareStats>());
+        RT(cudaGetLastError());
+        RT(cudaMemcpyAsync(&st, stats_.get(), sizeof st, cudaMemcpyDeviceToHost, stream_));
+        RT(cudaStreamSynchronize(stream_));
+        return st;
     }
 
     void time(const Request& r, JsonWriter& w) {
@@ -1064,7 +1169,7 @@ public:
 
     // launchEager enqueues calls plain launches over the rotating input sets.
     void launchEager(const Request& r, const std::vector<CUfunction>& fns, int calls) {
-        size_t tensor = setStride_ / 4;
+        size_t tensor = tensorStride_;
         for (int i = 0; i < calls; i++) {
             char* base = timeBuf_.get<char>() + static_cast<size_t>(i % timeSets_) * setStride_;
             SdpaParams p = params(r, base, base + tensor, base + 2 * tensor, base + 3 * tensor);
@@ -1181,7 +1286,8 @@ private:
     std::string timeKey_;
     DeviceBuffer timeBuf_;
     int timeSets_ = 0;
-    size_t setStride_ = 0;
+    size_t setStride_ = 0;     // bytes of one set: Q, K, V, then O
+    size_t tensorStride_ = 0;  // bytes from one input tensor of a set to the next
 
     CUstream cuStream() const { return reinterpret_cast<CUstream>(stream_); }
 
@@ -1235,7 +1341,8 @@ private:
         return fns;
     }
 
-    SdpaParams params(const Request& r, const void* q, const void* k, const void* v, void* o) {
+    SdpaParams params(const Request& r, const void* q, const void* k, const void* v, void* o, float qs = 1, float ks = 1,
+                      float vs = 1) {
         SdpaParams p;
         memset(&p, 0, sizeof p);
         p.q = q;
@@ -1251,6 +1358,9 @@ private:
         p.s = r.s;
         p.d = r.d;
         p.scale = r.softmaxScale();
+        p.q_scale = qs;
+        p.k_scale = ks;
+        p.v_scale = vs;
         return p;
     }
 
@@ -1272,26 +1382,52 @@ private:
     void runOnce(const Request& r, const std::vector<CUfunction>& fns, CaseData& cd, size_t outBytes) {
         RT(cudaMemsetAsync(out_.get(), 0xFF, outBytes, stream_));
         if (r.workspaceBytes > 0) RT(cudaMemsetAsync(workspace_.get(), 0xFF, static_cast<size_t>(r.workspaceBytes), stream_));
-        SdpaParams p = params(r, cd.q.get(), cd.k.get(), cd.v.get(), out_.get());
+        SdpaParams p = params(r, cd.q.get(), cd.k.get(), cd.v.get(), out_.get(), cd.qs, cd.ks, cd.vs);
         launchPlan(r, fns, p);
         checkCu(cuStreamSynchronize(cuStream()), "cuStreamSynchronize(after the candidate's launches)");
     }
 
-    template <typename T> void fill(T* dst, size_t n, uint64_t key, float scale) {
-        fillUniform<T><<<gridFor(n, 256), 256, 0, stream_>>>(dst, n, key, scale);
+    template <typename T> void fill(T* dst, size_t n, uint64_t key, float scale, bool normal = false) {
+        fillUniform<T><<<gridFor(n, 256), 256, 0, stream_>>>(dst, n, key, scale, normal);
         RT(cudaGetLastError());
     }
 
-    void fillInputs(Dtype dt, void* q, void* k, void* v, size_t n, uint64_t seed, float scale) {
-        if (dt == Dtype::F16) {
-            fill(static_cast<__half*>(q), n, tensorKey(seed, kTagQ), scale);
-            fill(static_cast<__half*>(k), n, tensorKey(seed, kTagK), scale);
-            fill(static_cast<__half*>(v), n, tensorKey(seed, kTagV), scale);
+    // fillInputs fills Q, K and V in the input dtype; fp8 timing inputs are
+    // E4M3 values of U(-scale, scale) directly (checks quantise, fillCase).
+    void fillInputs(Dtype dt, void* q, void* k, void* v, size_t n, uint64_t seed, float scale, bool normal = false) {
+        if (dt == Dtype::FP8) {
+            fill(static_cast<__nv_fp8_e4m3*>(q), n, tensorKey(seed, kTagQ), scale, normal);
+            fill(static_cast<__nv_fp8_e4m3*>(k), n, tensorKey(seed, kTagK), scale, normal);
+            fill(static_cast<__nv_fp8_e4m3*>(v), n, tensorKey(seed, kTagV), scale, normal);
+        } else if (dt == Dtype::F16) {
+            fill(static_cast<__half*>(q), n, tensorKey(seed, kTagQ), scale, normal);
+            fill(static_cast<__half*>(k), n, tensorKey(seed, kTagK), scale, normal);
+            fill(static_cast<__half*>(v), n, tensorKey(seed, kTagV), scale, normal);
         } else {
-            fill(static_cast<__nv_bfloat16*>(q), n, tensorKey(seed, kTagQ), scale);
-            fill(static_cast<__nv_bfloat16*>(k), n, tensorKey(seed, kTagK), scale);
-            fill(static_cast<__nv_bfloat16*>(v), n, tensorKey(seed, kTagV), scale);
+            fill(static_cast<__nv_bfloat16*>(q), n, tensorKey(seed, kTagQ), scale, normal);
+            fill(static_cast<__nv_bfloat16*>(k), n, tensorKey(seed, kTagK), scale, normal);
+            fill(static_cast<__nv_bfloat16*>(v), n, tensorKey(seed, kTagV), scale, normal);
         }
+    }
+
+    // quantize fills raw with fp32 inputs of tag's stream and writes their
+    // E4M3 quantisation by the tensor's amax to out; it returns the
+    // dequantisation scale.
+    float quantize(const Request& r, DeviceBuffer& raw, DeviceBuffer& out, uint64_t tag) {
+        size_t n = r.elems();
+        fill(raw.get<float>(), n, tensorKey(r.seed, tag), static_cast<float>(r.inputScale), r.normal);
+        unsigned int bits = 0;
+        RT(cudaMemsetAsync(stats_.get(), 0, sizeof bits, stream_));
+        absMax<<<gridFor(n, 256), 256, 0, stream_>>>(raw.get<float>(), n, stats_.get<unsigned int>());
+        RT(cudaGetLastError());
+        RT(cudaMemcpyAsync(&bits, stats_.get(), sizeof bits, cudaMemcpyDeviceToHost, stream_));
+        RT(cudaStreamSynchronize(stream_));
+        float amax;
+        memcpy(&amax, &bits, sizeof amax);
+        float scale = amax > 0 ? amax / 448.0f : 1.0f;
+        quantizeE4M3<<<gridFor(n, 256), 256, 0, stream_>>>(raw.get<float>(), out.get<__nv_fp8_e4m3>(), n, scale);
+        RT(cudaGetLastError());
+        return scale;
     }
 
     CaseData& caseData(const Request& r) {
@@ -1304,7 +1440,7 @@ private:
         }
         // Evict least recently used cases beyond a budget of 1 GiB or 32 cases.
         size_t n = r.elems();
-        size_t need = n * 2 * 3 + n * 4;
+        size_t need = n * r.inElemBytes() * 3 + n * 4 * (r.dtype == Dtype::FP8 ? 2 : 1);
         size_t total = need;
         for (const CaseData& c : cases_) total += c.bytes();
         while (!cases_.empty() && (total > (1ull << 30) || cases_.size() >= 32)) {
@@ -1313,17 +1449,36 @@ private:
         }
         CaseData cd;
         cd.key = key;
-        cd.q.allocate(n * 2, "check Q");
-        cd.k.allocate(n * 2, "check K");
-        cd.v.allocate(n * 2, "check V");
+        cd.q.allocate(n * r.inElemBytes(), "check Q");
+        cd.k.allocate(n * r.inElemBytes(), "check K");
+        cd.v.allocate(n * r.inElemBytes(), "check V");
         cd.ref.allocate(n * 4, "reference O");
-        fillInputs(r.dtype, cd.q.get(), cd.k.get(), cd.v.get(), n, r.seed, static_cast<float>(r.inputScale));
+        stats_.reserve(sizeof(CompareStats), "compare stats");
+        DeviceBuffer rawQ, rawK, rawV;
+        if (r.dtype == Dtype::FP8) {
+            cd.refRaw.allocate(n * 4, "unquantised reference O");
+            rawQ.allocate(n * 4, "unquantised Q");
+            rawK.allocate(n * 4, "unquantised K");
+            rawV.allocate(n * 4, "unquantised V");
+            cd.qs = quantize(r, rawQ, cd.q, kTagQ);
+            cd.ks = quantize(r, rawK, cd.k, kTagK);
+            cd.vs = quantize(r, rawV, cd.v, kTagV);
+        } else {
+            fillInputs(r.dtype, cd.q.get(), cd.k.get(), cd.v.get(), n, r.seed, static_cast<float>(r.inputScale), r.normal);
+        }
         size_t rows = static_cast<size_t>(r.b) * r.h * r.s;
         size_t smem = (2 * static_cast<size_t>(r.d) + kRefThreads + 32) * sizeof(float);
         if (smem > 48 * 1024) throw BadRequest(format("head dimension %d is too large for the reference", r.d));
         unsigned blocks = static_cast<unsigned>(std::min<size_t>(rows, 1u << 20));
         float scale = r.softmaxScale();
-        if (r.dtype == Dtype::F16)
+        if (r.dtype == Dtype::FP8) {
+            referenceAttention<__nv_fp8_e4m3><<<blocks, kRefThreads, smem, stream_>>>(
+                cd.q.get<__nv_fp8_e4m3>(), cd.k.get<__nv_fp8_e4m3>(), cd.v.get<__nv_fp8_e4m3>(), cd.ref.get<float>(), rows, r.s,
+                r.d, scale, r.causal, cd.qs, cd.ks, cd.vs);
+            RT(cudaGetLastError());
+            referenceAttention<float><<<blocks, kRefThreads, smem, stream_>>>(
+                rawQ.get<float>(), rawK.get<float>(), rawV.get<float>(), cd.refRaw.get<float>(), rows, r.s, r.d, scale, r.causal);
+        } else if (r.dtype == Dtype::F16)
             referenceAttention<__half><<<blocks, kRefThreads, smem, stream_>>>(
                 cd.q.get<__half>(), cd.k.get<__half>(), cd.v.get<__half>(), cd.ref.get<float>(), rows, r.s, r.d, scale, r.causal);
         else
@@ -1341,8 +1496,8 @@ private:
     // as it would in a real model; no_rotate keeps one L2-hot set.
     void prepareTimeSets(const Request& r) {
         size_t n = r.elems();
-        size_t tensor = (n * 2 + 255) / 256 * 256;
-        size_t setBytes = 4 * tensor;
+        size_t tensor = (n * r.inElemBytes() + 255) / 256 * 256;
+        size_t setBytes = 3 * tensor + (n * 2 + 255) / 256 * 256;
         std::string key = format("%dx%dx%dx%d/%s/%d", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.noRotate ? 1 : 0);
         if (key == timeKey_) return;
         timeKey_.clear();
@@ -1365,10 +1520,11 @@ private:
         timeKey_ = key;
         timeSets_ = static_cast<int>(sets);
         setStride_ = setBytes;
+        tensorStride_ = tensor;
     }
 
     GraphExec capture(const Request& r, const std::vector<CUfunction>& fns, int calls) {
-        size_t tensor = setStride_ / 4;
+        size_t tensor = tensorStride_;
         CU(cuStreamBeginCapture(cuStream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
         capturing_ = true;
         for (int i = 0; i < calls; i++) {
@@ -1515,6 +1671,8 @@ int dumpMain(int argc, char** argv) {
         if (sscanf(shape.c_str(), "%dx%dx%dx%d", &r.b, &r.h, &r.s, &r.d) != 4) throw BadRequest(format("--shape %s: want BxHxSxD", shape.c_str()));
         checkShape(r.b, r.h, r.s, r.d);
         r.dtype = parseDtype(dtype, "--dtype");
+        if (r.dtype == Dtype::FP8) throw BadRequest("--dtype fp8: --dump-ref writes fp16 and bf16 cases only");
+        r.outDtype = r.dtype;
         if (!(r.inputScale > 0)) throw BadRequest("--input-scale: must be positive");
         Worker worker;
         worker.dumpReference(r, dir);

@@ -61,12 +61,13 @@ func DefaultTimingOptions() TimingOptions {
 	return TimingOptions{Warmup: 10, Samples: 100, MinSampleUS: 200}
 }
 
-// A CheckCase is one correctness run: a shape, an input seed and an input
-// scale.
+// A CheckCase is one correctness run: a shape, an input seed, an input
+// scale and a softmax scale (0 means 1/sqrt(D)).
 type CheckCase struct {
-	Shape      space.Shape
-	Seed       uint64
-	InputScale float64
+	Shape        space.Shape
+	Seed         uint64
+	InputScale   float64
+	SoftmaxScale float64
 }
 
 func (c CheckCase) String() string {
@@ -74,22 +75,38 @@ func (c CheckCase) String() string {
 	if c.InputScale != 1 {
 		s += fmt.Sprintf(" scale %g", c.InputScale)
 	}
+	if c.SoftmaxScale != 0 {
+		s += fmt.Sprintf(" softmax scale %.4g", c.SoftmaxScale)
+	}
 	return s
 }
+
+// softmaxScales are the softmax scales of seeds 1, 2 and 3, as multiples of
+// 1/sqrt(D): a kernel that ignores the caller's scale fails seeds 2 and 3.
+var softmaxScales = [...]float64{1, 0.5, 2}
 
 // CheckCases returns the correctness cases for a problem, smallest first so
 // that a wrong candidate fails cheaply: every problem shape, plus tail
 // shapes with the first shape's B, H and D and sequence lengths that no
-// tile size divides (1, 77, 500), each with seeds 1, 2, 3 and input scales
-// 1 and 4 (larger inputs make softmax peakier, which stresses the running
-// maximum and the exponentials).
+// tile size divides (1, 77, 500), each with seeds 1, 2, 3 (softmax scales
+// 1, 0.5 and 2 over sqrt(D)) and input scales 1 and 4 (larger inputs make
+// softmax peakier, which stresses the running maximum and the
+// exponentials). fp8 adds S=512 and 4096 and input scale 16, where scores
+// reach the hundreds: E4M3 inputs quantised by their amax never overflow,
+// but the row max and the exponentials must still hold.
 func CheckCases(p space.Problem) []CheckCase {
 	shapes := slices.Clone(p.Shapes)
 	if len(shapes) == 0 {
 		return nil
 	}
 	first := shapes[0]
-	for _, s := range []int{1, 77, 500} {
+	tails := []int{1, 77, 500}
+	scales := []float64{1, 4}
+	if p.Dtype == "fp8" {
+		tails = append(tails, 512, 4096)
+		scales = append(scales, 16)
+	}
+	for _, s := range tails {
 		t := first
 		t.S = s
 		if !slices.Contains(shapes, t) {
@@ -100,9 +117,13 @@ func CheckCases(p space.Problem) []CheckCase {
 	sort.SliceStable(shapes, func(i, j int) bool { return size(shapes[i]) < size(shapes[j]) })
 	var cases []CheckCase
 	for _, s := range shapes {
-		for _, scale := range []float64{1, 4} {
-			for _, seed := range []uint64{1, 2, 3} {
-				cases = append(cases, CheckCase{Shape: s, Seed: seed, InputScale: scale})
+		for _, scale := range scales {
+			for i, seed := range []uint64{1, 2, 3} {
+				c := CheckCase{Shape: s, Seed: seed, InputScale: scale}
+				if f := softmaxScales[i]; f != 1 {
+					c.SoftmaxScale = f / math.Sqrt(float64(s.D))
+				}
+				cases = append(cases, c)
 			}
 		}
 	}
@@ -375,8 +396,8 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 		tol := scaledTolerance(p.o.Tolerance, cs.InputScale)
 		req := kernels.Request{
 			Op: kernels.OpCheck, Cubin: cubin, Plan: plans[cs.Shape], Shape: cs.Shape,
-			Dtype: p.o.Problem.Dtype, Causal: p.o.Problem.Causal,
-			Seed: cs.Seed, InputScale: cs.InputScale, Atol: tol.Atol, Rtol: tol.Rtol,
+			Dtype: p.o.Problem.Dtype, OutDtype: p.o.Problem.OutDtype, Causal: p.o.Problem.Causal,
+			Scale: cs.SoftmaxScale, Seed: cs.Seed, InputScale: cs.InputScale, Atol: tol.Atol, Rtol: tol.Rtol,
 		}
 		resp, err := gpu.Device.Do(ctx, req, p.o.CheckTimeout)
 		if err != nil {
@@ -392,6 +413,18 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 		acc.BadFrac = max(acc.BadFrac, resp.BadFrac)
 		acc.NaN = max(acc.NaN, resp.NaN)
 		acc.Inf = max(acc.Inf, resp.Inf)
+		if p.o.Problem.Dtype == "fp8" {
+			if acc.Cases == 1 || resp.E2ECos < acc.E2ECos {
+				acc.E2ECos = resp.E2ECos
+			}
+			acc.E2ERelL1 = max(acc.E2ERelL1, resp.E2ERelL1)
+		}
+		if cs.InputScale != 1 {
+			// End-to-end limits are for inputs at scale 1: larger inputs
+			// make scores large enough that E4M3's rounding of Q and K
+			// reorders near ties, which no kernel can undo.
+			tol.E2ECos, tol.E2ERelL1 = 0, 0
+		}
 		if why := accuracyFailure(resp, tol); why != "" {
 			return space.StatusIncorrect, cs.String() + ": " + why
 		}
@@ -427,6 +460,10 @@ func accuracyFailure(resp kernels.Response, tol kernels.Tolerance) string {
 		return fmt.Sprintf("rel_l2 %.3g > %.3g", resp.RelL2, tol.RelL2)
 	case resp.BadFrac > tol.BadFrac:
 		return fmt.Sprintf("bad_frac %.3g > %.3g", resp.BadFrac, tol.BadFrac)
+	case tol.E2ECos > 0 && !(resp.E2ECos >= tol.E2ECos):
+		return fmt.Sprintf("end-to-end cosine similarity %.5g < %.5g", resp.E2ECos, tol.E2ECos)
+	case tol.E2ERelL1 > 0 && !(resp.E2ERelL1 <= tol.E2ERelL1):
+		return fmt.Sprintf("end-to-end relative L1 %.3g > %.3g", resp.E2ERelL1, tol.E2ERelL1)
 	case !resp.Repeatable:
 		return "not repeatable: a second run gave different output"
 	case !(resp.OutStd > 0.1*resp.RefStd):

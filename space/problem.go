@@ -54,8 +54,10 @@ type Problem struct {
 	Family  string    `json:"family"`
 	Shapes  []Shape   `json:"shapes"`
 	Weights []float64 `json:"weights,omitempty"` // one per shape; empty means all 1
-	Dtype   string    `json:"dtype"`             // "fp16" or "bf16"
+	Dtype   string    `json:"dtype"`             // "fp16", "bf16" or "fp8" (E4M3 inputs)
 	Causal  bool      `json:"causal"`
+	// OutDtype is fp8's output dtype: "" or "fp16", or "bf16".
+	OutDtype string `json:"out_dtype,omitempty"`
 }
 
 // Weight returns the objective weight of shape i.
@@ -71,8 +73,15 @@ func (p Problem) Validate() error {
 	if len(p.Shapes) == 0 {
 		return fmt.Errorf("problem has no shape")
 	}
-	if p.Dtype != "fp16" && p.Dtype != "bf16" {
-		return fmt.Errorf("dtype %q: want fp16 or bf16", p.Dtype)
+	if p.Dtype != "fp16" && p.Dtype != "bf16" && p.Dtype != "fp8" {
+		return fmt.Errorf("dtype %q: want fp16, bf16 or fp8", p.Dtype)
+	}
+	switch {
+	case p.OutDtype == "" || p.Dtype == "fp8" && (p.OutDtype == "fp16" || p.OutDtype == "bf16"):
+	case p.Dtype == "fp8":
+		return fmt.Errorf("output dtype %q: fp8 writes fp16 or bf16", p.OutDtype)
+	default:
+		return fmt.Errorf("output dtype %q: only fp8 takes one (%s writes %s)", p.OutDtype, p.Dtype, p.Dtype)
 	}
 	if len(p.Weights) != 0 && len(p.Weights) != len(p.Shapes) {
 		return fmt.Errorf("%d weights for %d shapes", len(p.Weights), len(p.Shapes))

@@ -46,6 +46,11 @@ type Accuracy struct {
 	NaN        int     `json:"nan"`
 	Inf        int     `json:"inf"`
 	Cases      int     `json:"cases"`
+	// fp8: the worst end-to-end error against fp32 attention on the
+	// unquantised inputs over the cases (lowest cosine similarity, highest
+	// relative L1).
+	E2ECos   float64 `json:"e2e_cos,omitempty"`
+	E2ERelL1 float64 `json:"e2e_rel_l1,omitempty"`
 }
 
 // Timing is the measurement of one shape. Times are per kernel call, in
