@@ -195,7 +195,7 @@ static_assert(!kWS || SDPA_PRODUCER_WARPS >= 1, "SDPA_WS=1 needs producer warps"
 static_assert(kThreads <= 1024, "more than 1024 threads per CTA");
 static_assert(kSplit >= 1, "SDPA_SPLIT_KV must be positive");
 static_assert(kSmemBytes <= 232448, "shared memory beyond any supported GPU");
-static_assert(!kPVFP8 || kColsPerWarp % 32 == 0, "fp8 P V needs 32 keys per warp slice");
+static_assert(!kFP8 || kColsPerWarp % 32 == 0, "fp8 P V takes a warp's keys 32 at a time (one ldmatrix.trans x4)");
 static_assert(!kFP8 || (DT / kWarpsN) % 2 == 0, "fp8 keeps O's even and odd column tiles in one key slice");
 #ifdef SDPA_EXPECT_SMEM
 // Compile tests pass kernels.SharedBytes here so the Go side cannot drift.

@@ -169,8 +169,8 @@ func (g sdpaGeom) layoutErr() error {
 			g.blockN, g.warpsN, g.blockN/g.warpsN)
 	case g.rowsPerWarp > 64:
 		return fmt.Errorf("block_m=%d over %d warps gives %d rows per warp, more than 64", g.blockM, g.warpsM, g.rowsPerWarp)
-	case g.fp8 && g.pvFP8 && g.colsPerWarp%32 != 0:
-		return fmt.Errorf("block_n=%d over %d warps gives %d key columns per warp; fp8 P V (pv_fp8=1) takes them 32 at a time",
+	case g.fp8 && g.colsPerWarp%32 != 0:
+		return fmt.Errorf("block_n=%d over %d warps gives %d key columns per warp; fp8 P V takes them 32 at a time",
 			g.blockN, g.warpsN, g.colsPerWarp)
 	case g.fp8 && (g.d/8/g.warpsN)%2 != 0:
 		return fmt.Errorf("%d key slices at D=%d: fp8 keeps each pair of O's column tiles in one slice, so at most %d slices",
