@@ -311,13 +311,15 @@ func devWriteJSON(t *testing.T, path string, v any) {
 	t.Logf("wrote %s", path)
 }
 
-// devCommit names the code under test: git's HEAD, else $EVOTUNE_COMMIT.
+// devCommit names the code under test: $EVOTUNE_COMMIT when set (a copy
+// of a working tree on another machine can carry a stale .git), else git's
+// HEAD.
 func devCommit() string {
-	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
-		return strings.TrimSpace(string(out))
-	}
 	if c := os.Getenv("EVOTUNE_COMMIT"); c != "" {
 		return c
+	}
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		return strings.TrimSpace(string(out))
 	}
 	return "unknown"
 }
