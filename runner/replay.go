@@ -18,6 +18,7 @@ import (
 )
 
 //go:generate go run ./internal/mkreplay -o testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz
+//go:generate go run ./internal/mkreplay --dtype fp8 --configs 16000 -o testdata/replay/synthetic-1x8x512x64-fp8.jsonl.gz
 
 // A ReplayHeader says where a replay file's results come from. It is the
 // optional first line of the file, {"replay_header": {...}}.

@@ -303,3 +303,49 @@ func TestReplayConcurrentEvaluate(t *testing.T) {
 		t.Fatalf("concurrent callers changed the replay: %+v", got.Timings)
 	}
 }
+
+// TestSyntheticFP8Replay checks the committed fp8 synthetic file: an fp8
+// problem, a subset of the fp8 space's valid configs rendered as that space
+// renders them (SDPA_FP8 and the fp8 knobs included), both values of each
+// fp8 knob among the passing results, and end-to-end accuracy recorded.
+func TestSyntheticFP8Replay(t *testing.T) {
+	r, err := LoadReplay("testdata/replay/synthetic-1x8x512x64-fp8.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := r.Header()
+	if !h.Synthetic || h.Problem == nil || h.Problem.Dtype != "fp8" || h.Configs != r.Len() {
+		t.Fatalf("header %+v (problem %+v), %d configs: want a synthetic fp8 file", h, h.Problem, r.Len())
+	}
+	target, err := kernels.TargetFor(h.Env.Arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := kernels.SDPASpace(*h.Problem, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	ok := 0
+	for _, c := range r.Configs() {
+		res := r.Evaluate(context.Background(), c)
+		if err := s.Check(res.Config); err != nil {
+			t.Fatalf("recorded config %s is not valid in the fp8 space: %v", res.Key, err)
+		}
+		flags, _ := s.Flags(res.Config)
+		if got, want := strings.Join(res.Flags, " "), strings.Join(flags, " "); got != want || !strings.Contains(got, "-DSDPA_FP8=1") {
+			t.Fatalf("config %s: recorded flags %q, the space renders %q", res.Key, got, want)
+		}
+		if res.OK() {
+			ok++
+			seen["pv_fp8="+res.Config["pv_fp8"]] = true
+			seen["pv_accum="+res.Config["pv_accum"]] = true
+			if res.Accuracy == nil || !(res.Accuracy.E2ECos > 0.99) || !(res.Accuracy.E2ERelL1 > 0) {
+				t.Fatalf("config %s: accuracy %+v lacks the end-to-end figures", res.Key, res.Accuracy)
+			}
+		}
+	}
+	if ok < r.Len()/2 || len(seen) != 4 {
+		t.Errorf("%d of %d pass, fp8 knob values among them %v: want most to pass with every value", ok, r.Len(), seen)
+	}
+}
