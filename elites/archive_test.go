@@ -78,7 +78,7 @@ func TestCreate(t *testing.T) {
 		{name: "left by an interrupted create", files: map[string]string{"lock": "123\n", "meta.json.tmp": "{"}},
 		{name: "foreign file", files: map[string]string{"notes.txt": "hi"}, wantErr: `not empty and is not an archive (it holds "notes.txt")`},
 		{name: "already an archive", files: map[string]string{"meta.json": "{}"}, wantErr: "is already an archive"},
-		{name: "invalid problem", meta: func(m *elites.Meta) { m.Problem.Dtype = "fp8" }, wantErr: `dtype "fp8"`},
+		{name: "invalid problem", meta: func(m *elites.Meta) { m.Problem.Dtype = "fp4" }, wantErr: `dtype "fp4"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,23 +10,29 @@ import (
 	"evotune/runner"
 )
 
-const committed = "../../testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz"
-
-// TestCommittedFileIsGenerated regenerates the committed replay file and
-// compares bytes: the file is what the generator writes, and the generator
-// is deterministic.
+// TestCommittedFileIsGenerated regenerates the committed replay files
+// (those of runner/replay.go's go:generate lines) and compares bytes: each
+// file is what the generator writes, and the generator is deterministic.
 func TestCommittedFileIsGenerated(t *testing.T) {
-	var buf bytes.Buffer
-	if err := write(&buf, options{seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(committed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Fatalf("the generator writes %d bytes that differ from the %d committed in %s; run go generate replay.go in runner/",
-			buf.Len(), len(want), committed)
+	for _, tt := range []struct {
+		file string
+		opt  options
+	}{
+		{"../../testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz", options{seed: 1, dtype: "fp16"}},
+		{"../../testdata/replay/synthetic-1x8x512x64-fp8.jsonl.gz", options{seed: 1, dtype: "fp8", configs: 16000}},
+	} {
+		var buf bytes.Buffer
+		if err := write(&buf, tt.opt); err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(tt.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("the generator writes %d bytes that differ from the %d committed in %s; run go generate replay.go in runner/",
+				buf.Len(), len(want), tt.file)
+		}
 	}
 }
 
