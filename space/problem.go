@@ -2,6 +2,7 @@ package space
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -60,6 +61,17 @@ type Problem struct {
 	OutDtype string `json:"out_dtype,omitempty"`
 }
 
+// Dtypes lists the element types a problem may name, in the order help
+// text shows them: fp16 and bf16 inputs and outputs, and fp8 (E4M3 inputs
+// with per-tensor scales, fp16 or bf16 output).
+func Dtypes() []string { return []string{"fp16", "bf16", "fp8"} }
+
+// DtypeList is Dtypes as help text says it: "fp16, bf16 or fp8".
+func DtypeList() string {
+	d := Dtypes()
+	return strings.Join(d[:len(d)-1], ", ") + " or " + d[len(d)-1]
+}
+
 // Weight returns the objective weight of shape i.
 func (p Problem) Weight(i int) float64 {
 	if i < len(p.Weights) {
@@ -73,8 +85,8 @@ func (p Problem) Validate() error {
 	if len(p.Shapes) == 0 {
 		return fmt.Errorf("problem has no shape")
 	}
-	if p.Dtype != "fp16" && p.Dtype != "bf16" && p.Dtype != "fp8" {
-		return fmt.Errorf("dtype %q: want fp16, bf16 or fp8", p.Dtype)
+	if !slices.Contains(Dtypes(), p.Dtype) {
+		return fmt.Errorf("dtype %q: want %s", p.Dtype, DtypeList())
 	}
 	switch {
 	case p.OutDtype == "" || p.Dtype == "fp8" && (p.OutDtype == "fp16" || p.OutDtype == "bf16"):

@@ -30,7 +30,7 @@ func checkCommand() command {
 	return command{
 		name:     "check",
 		summary:  "run one configuration through every gate and print what each said",
-		synopsis: "evotune check [--config k=v,...] [--shape BxHxSxD] [--dtype fp16|bf16] [--causal] [--compile-only] [--arch sm_XY]",
+		synopsis: "evotune check [--config k=v,...] [--shape BxHxSxD] [--dtype fp16|bf16|fp8] [--out-dtype fp16|bf16] [--causal] [--compile-only] [--arch sm_XY]",
 		examples: `  # The family's default configuration, on this machine's GPU.
   evotune check
 
@@ -74,6 +74,9 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	cfg, err := sp.Parse(opts.Config)
 	if err != nil {
 		return usagef("check", "--config %q: %v", opts.Config, err)
+	}
+	if err := checkToolchain(ctx, "check", opts.gpu.NVCC, prob); err != nil {
+		return err
 	}
 	src := kernels.SDPASource()
 	if opts.KernelSource != "" {

@@ -20,6 +20,9 @@ func problemLine(p space.Problem) string {
 		}
 	}
 	line := p.Family + " " + strings.Join(shapes, ",") + " " + p.Dtype
+	if p.OutDtype != "" {
+		line += "->" + p.OutDtype
+	}
 	if p.Causal {
 		line += " causal"
 	}

@@ -360,7 +360,7 @@ func TestUsageErrorsOverTheBinary(t *testing.T) {
 		{[]string{"tune", "--shape", "1x8x512"}, "--shape"},
 		{[]string{"tune", "--shape", "1x8x512x64:-1"}, "weight"},
 		{[]string{"tune", "--shape", "1x8x512x64; touch " + pwn}, "--shape"},
-		{[]string{"tune", "--dtype", "fp8"}, "--dtype"},
+		{[]string{"tune", "--dtype", "int8"}, "--dtype"},
 		{[]string{"tune", "--dtype", "fp16 -Xcompiler -fplugin=x"}, "--dtype"},
 		{[]string{"tune", "--evals", "-1"}, "--evals"},
 		{[]string{"tune", "--parallel", "-1"}, "--parallel"},

@@ -1,22 +1,27 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"evotune/kernels"
+	"evotune/runner"
 	"evotune/space"
 )
 
 // problemFlags are the flags that name a tuning problem: the shapes (with
 // optional objective weights), the dtype and the causal mask.
 type problemFlags struct {
-	Shapes []string
-	Dtype  string
-	Causal bool
+	Shapes   []string
+	Dtype    string
+	OutDtype string // fp8's output: fp16 (the default) or bf16
+	Causal   bool
 }
 
 // defaultProblem is the mission shape: one batch of eight heads, 512 keys,
@@ -33,18 +38,26 @@ func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
 	} else {
 		fs.StringArrayVar(&p.Shapes, "shape", p.Shapes, "problem shape `BxHxSxD`")
 	}
-	fs.StringVar(&p.Dtype, "dtype", p.Dtype, "element type: fp16 or bf16")
+	fs.StringVar(&p.Dtype, "dtype", p.Dtype, "element type: "+space.DtypeList()+" (fp8: E4M3 inputs with per-tensor scales; needs sm_89 or newer and nvcc "+kernels.FP8MinNVCC+" or newer)")
+	fs.StringVar(&p.OutDtype, "out-dtype", p.OutDtype, "output type of --dtype fp8: fp16 or bf16 (default fp16)")
 	fs.BoolVar(&p.Causal, "causal", p.Causal, "apply a causal mask")
 }
 
 // problem validates the flags and returns the problem they name. Errors are
 // usage errors of cmd naming the flag at fault.
 func (p problemFlags) problem(cmd string) (space.Problem, error) {
-	prob := space.Problem{Family: kernels.Family, Dtype: p.Dtype, Causal: p.Causal}
-	switch p.Dtype {
-	case "fp16", "bf16":
-	default:
-		return space.Problem{}, usagef(cmd, "--dtype %q: want fp16 or bf16", p.Dtype)
+	prob := space.Problem{Family: kernels.Family, Dtype: p.Dtype, OutDtype: p.OutDtype, Causal: p.Causal}
+	if !slices.Contains(space.Dtypes(), p.Dtype) {
+		return space.Problem{}, usagef(cmd, "--dtype %q: want %s", p.Dtype, space.DtypeList())
+	}
+	switch {
+	case p.OutDtype == "":
+	case p.Dtype != "fp8":
+		return space.Problem{}, usagef(cmd, "--out-dtype %s: only --dtype fp8 takes one (%s writes %s)", p.OutDtype, p.Dtype, p.Dtype)
+	case p.OutDtype != "fp16" && p.OutDtype != "bf16":
+		return space.Problem{}, usagef(cmd, "--out-dtype %q: want fp16 or bf16", p.OutDtype)
+	case p.OutDtype == "fp16":
+		prob.OutDtype = "" // fp16 is the default output: one spelling in the archive
 	}
 	// A repeated flag replaces the default rather than adding to it.
 	shapes := p.Shapes
@@ -69,6 +82,23 @@ func (p problemFlags) problem(cmd string) (space.Problem, error) {
 		return space.Problem{}, usagef(cmd, "--shape: %v", err)
 	}
 	return prob, nil
+}
+
+// checkToolchain refuses, in one line naming the version needed, an nvcc too
+// old for the problem's dtype (fp8's E4M3 mma.sync needs PTX ISA 8.4), before
+// anything is built or started. Other dtypes cost nothing here.
+func checkToolchain(ctx context.Context, cmd, nvccFlag string, prob space.Problem) error {
+	if prob.Dtype != "fp8" {
+		return nil
+	}
+	nvcc, err := runner.FindNVCC(ctx, nvccFlag, os.Getenv("CUDA_HOME"))
+	if err != nil {
+		return fmt.Errorf("%s --nvcc: %w", cmd, err)
+	}
+	if err := kernels.CheckNVCCFor(prob.Dtype, nvcc.Version); err != nil {
+		return fmt.Errorf("%s: %w (%s; pass --nvcc or set CUDA_HOME)", cmd, err, nvcc.Path)
+	}
+	return nil
 }
 
 // parseWeightedShape reads "BxHxSxD" or "BxHxSxD:W".

@@ -20,7 +20,7 @@ func spaceCommand() command {
 	return command{
 		name:     "space",
 		summary:  "list the knobs, their values and the constraints of the kernel family's space",
-		synopsis: "evotune space [--count] [--shape BxHxSxD] [--dtype fp16|bf16] [--causal] [--arch sm_XY]",
+		synopsis: "evotune space [--count] [--shape BxHxSxD] [--dtype fp16|bf16|fp8] [--out-dtype fp16|bf16] [--causal] [--arch sm_XY]",
 		examples: `  evotune space
   evotune space --shape 2x8x1024x128 --dtype bf16 --arch sm_90
 
@@ -93,6 +93,9 @@ func familySpace(cmd string, prob space.Problem, arch string) (*space.Space, err
 	t, err := kernels.TargetFor(arch)
 	if err != nil {
 		return nil, usagef(cmd, "--arch: %v", err)
+	}
+	if prob.Dtype == "fp8" && !kernels.FP8Arch(arch) {
+		return nil, usagef(cmd, "--dtype fp8 needs E4M3 tensor cores: sm_89 or sm_90, not %s", arch)
 	}
 	sp, err := kernels.SDPASpace(prob, t)
 	if err != nil {

@@ -73,7 +73,7 @@ func tuneCommand() command {
 	return command{
 		name:    "tune",
 		summary: "search the kernel family's configurations for the fastest correct one",
-		synopsis: "evotune tune [--shape BxHxSxD[:W]]... [--dtype fp16|bf16] [--causal] [--archive DIR]\n" +
+		synopsis: "evotune tune [--shape BxHxSxD[:W]]... [--dtype fp16|bf16|fp8] [--out-dtype fp16|bf16] [--causal] [--archive DIR]\n" +
 			"               [--strategy evo|random|exhaustive] [--budget DURATION] [--evals N] [flags]",
 		examples: `  # Tune the mission shape for eight hours on this machine's GPU.
   evotune tune --shape 1x8x512x64 --budget 8h
@@ -105,7 +105,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	prob, _ := opts.problem.problem("tune") // validated above
-	problemSet := fs.Changed("shape") || fs.Changed("dtype") || fs.Changed("causal")
+	problemSet := fs.Changed("shape") || fs.Changed("dtype") || fs.Changed("out-dtype") || fs.Changed("causal")
 
 	var b backend
 	var err error
@@ -113,6 +113,9 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 		// A problem the family cannot build (a head dimension it does not
 		// have) is a usage error, found before any GPU or nvcc is looked for.
 		if _, err := familySpace("tune", prob, cmpOr(opts.Arch, "sm_89")); err != nil {
+			return err
+		}
+		if err := checkToolchain(ctx, "tune", opts.NVCC, prob); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestFP8Problem checks that --dtype fp8 names a tuning problem the family
+// builds on sm_89 and sm_90 (with its own micro knobs), and that fp8's
+// options are refused, each in one line naming the flag, where they make no
+// sense.
+func TestFP8Problem(t *testing.T) {
+	count := func(args ...string) int {
+		t.Helper()
+		stdout, stderr, code := runCLI(t, append([]string{"space", "--count"}, args...)...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("space --count %v: exit %d, stderr %q", args, code, stderr)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(stdout))
+		if err != nil || n <= 0 {
+			t.Fatalf("space --count %v printed %q", args, stdout)
+		}
+		return n
+	}
+	fp16, fp8 := count(), count("--dtype", "fp8")
+	if fp8 == fp16 {
+		t.Errorf("the fp8 space has as many configs as fp16's (%d): its knobs did not reach the space", fp8)
+	}
+	if n := count("--dtype", "fp8", "--out-dtype", "bf16", "--arch", "sm_90"); n <= 0 {
+		t.Errorf("fp8 with a bf16 output on sm_90: %d configs", n)
+	}
+	listing, _, _ := runCLI(t, "space", "--dtype", "fp8")
+	for _, knob := range []string{"pv_fp8", "pv_accum"} {
+		if !strings.Contains(listing, knob) {
+			t.Errorf("the fp8 space listing does not name its knob %s", knob)
+		}
+	}
+	fp16Listing, _, _ := runCLI(t, "space")
+	if strings.Contains(fp16Listing, "pv_fp8") {
+		t.Errorf("the fp16 space lists fp8's knob pv_fp8")
+	}
+
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"space", "--dtype", "fp8", "--arch", "sm_80"}, "evotune: space: --dtype fp8 needs E4M3 tensor cores: sm_89 or sm_90, not sm_80"},
+		{[]string{"tune", "--dtype", "fp8", "--arch", "sm_86"}, "evotune: tune: --dtype fp8 needs E4M3 tensor cores: sm_89 or sm_90, not sm_86"},
+		{[]string{"space", "--dtype", "fp4"}, `evotune: space: --dtype "fp4": want fp16, bf16 or fp8`},
+		{[]string{"space", "--out-dtype", "bf16"}, "evotune: space: --out-dtype bf16: only --dtype fp8 takes one (fp16 writes fp16)"},
+		{[]string{"check", "--dtype", "fp8", "--out-dtype", "fp32"}, `evotune: check: --out-dtype "fp32": want fp16 or bf16`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, stderr, code := runCLI(t, tc.args...)
+			if code != exitUsage || !strings.HasPrefix(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want exit %d and one line starting %q", code, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
+// TestFP8RefusesOldNVCC checks that an nvcc older than 12.4 is refused for
+// fp8 in one line naming the version needed, before anything is compiled or
+// started, while the same nvcc is accepted for fp16. The nvcc is a script
+// that reports release 11.8 (CI's) and fails any compile.
+func TestFP8RefusesOldNVCC(t *testing.T) {
+	nvcc := filepath.Join(t.TempDir(), "nvcc")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then\n" +
+		"echo 'Cuda compilation tools, release 11.8, V11.8.89'\nexit 0\nfi\necho 'compile refused by the test' >&2\nexit 1\n"
+	if err := os.WriteFile(nvcc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"check", "--compile-only", "--arch", "sm_89", "--cache", t.TempDir()},
+		{"tune", "--archive", filepath.Join(t.TempDir(), "a"), "--evals", "1", "--cache", t.TempDir()},
+	} {
+		args := append(cmd, "--dtype", "fp8", "--nvcc", nvcc)
+		_, stderr, code := runCLI(t, args...)
+		want := "evotune: " + cmd[0] + ": --dtype fp8 needs nvcc " + "12.4" + " or newer (PTX ISA 8.4 for E4M3 mma.sync); this nvcc is 11.8"
+		if code == 0 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want one line starting %q", args, code, stderr, want)
+		}
+	}
+	// fp16 goes past the toolchain check to the compile, which the script fails.
+	_, stderr, _ := runCLI(t, "check", "--compile-only", "--arch", "sm_89", "--cache", t.TempDir(), "--nvcc", nvcc)
+	if strings.Contains(stderr, "needs nvcc") {
+		t.Errorf("fp16 was refused for its nvcc: %q", stderr)
+	}
+}
