@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,11 +27,16 @@ type benchOptions struct {
 	Config  string
 	Shapes  []string // BxHxSxD, or BxHxSxD:causal
 	Dtype   string
-	Out     string
-	Python  string
-	Script  string
-	gpu     gpuSetup
-	GPU     int
+	// OutDtype is fp8's output type ("" is fp16).
+	OutDtype string
+	// Baseline is an archive of another dtype (our best fp16, beside an
+	// fp8 archive) whose best is timed on every shape in the same run.
+	Baseline string
+	Out      string
+	Python   string
+	Script   string
+	gpu      gpuSetup
+	GPU      int
 }
 
 func defaultBenchOptions() benchOptions {
@@ -44,13 +50,16 @@ func benchCommand() command {
 	return command{
 		name:    "bench",
 		summary: "time an archive's best configuration beside the family default and PyTorch SDPA",
-		synopsis: "evotune bench --archive DIR [--config k=v,...] [--shapes BxHxSxD[:causal],...] [--dtype fp16|bf16] " +
-			"[--out DIR] [--python PATH] [--torch-script FILE]",
+		synopsis: "evotune bench --archive DIR [--config k=v,...] [--shapes BxHxSxD[:causal],...] [--dtype fp16|bf16|fp8] " +
+			"[--out-dtype fp16|bf16] [--baseline-archive DIR] [--out DIR] [--python PATH] [--torch-script FILE]",
 		examples: `  # On a GPU machine, from the repository root (for bench/torch_sdpa.py):
   evotune bench --archive evotune-archive --out results/bench-h100
 
   # A configuration of your own instead of the archive's best.
   evotune bench --archive evotune-archive --config block_m=128,warps=8 --shapes 1x8x512x64,2x8x512x64
+
+  # fp8 beside our best fp16 and PyTorch's fp16 backends, with end-to-end accuracy.
+  evotune bench --archive fp8-archive --dtype fp8 --baseline-archive evotune-archive
 `,
 		run: func(ctx context.Context, c *cli, args []string) error { return runBench(ctx, c, args, openBenchGPU) },
 	}
@@ -189,7 +198,11 @@ type benchMeasure struct {
 	EagerError   string  `json:"eager_error,omitempty"`
 	TFLOPs       float64 `json:"graph_tflops"`
 	MaxAbsErr    float64 `json:"max_abs_err"`
-	Throttled    bool    `json:"throttled,omitempty"`
+	// fp8: the worst end-to-end error against fp32 attention on the
+	// unquantised inputs over the check cases (cosine, relative L1).
+	E2ECos    float64 `json:"e2e_cos,omitempty"`
+	E2ERelL1  float64 `json:"e2e_rel_l1,omitempty"`
+	Throttled bool    `json:"throttled,omitempty"`
 }
 
 // A torchTiming is one row of torch_sdpa.py's JSON output.
@@ -234,6 +247,10 @@ type benchRow struct {
 	// missing.
 	OursOverCuDNN float64 `json:"ours_over_cudnn,omitempty"`
 	OursOverFlash float64 `json:"ours_over_flash,omitempty"`
+	// Baseline is the --baseline-archive's best (or its family default)
+	// on this shape in its own dtype; OursOverBaseline is graph over graph.
+	Baseline         *benchMeasure `json:"baseline,omitempty"`
+	OursOverBaseline float64       `json:"ours_over_baseline,omitempty"`
 }
 
 // A benchReport is what bench.json holds.
@@ -258,7 +275,11 @@ type benchReport struct {
 	BestConfig   space.Config `json:"best_config"`
 	// TunedFor is the problem the best configuration was tuned for.
 	TunedFor space.Problem `json:"tuned_for"`
-	Rows     []benchRow    `json:"rows"`
+	// Baseline is --baseline-archive, its best and the problem it was tuned for.
+	Baseline     string        `json:"baseline_archive,omitempty"`
+	BaselineBest string        `json:"baseline_best,omitempty"`
+	BaselineFor  space.Problem `json:"baseline_tuned_for,omitzero"`
+	Rows         []benchRow    `json:"rows"`
 }
 
 func runBench(ctx context.Context, c *cli, args []string, open func(context.Context, gpuSetup, io.Writer) (benchGPU, error)) error {
@@ -267,7 +288,9 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	fs.StringVar(&opts.Archive, "archive", opts.Archive, "archive `directory` whose best configuration is timed; bench.json is copied into it")
 	fs.StringVar(&opts.Config, "config", opts.Config, "time this configuration (`k=v,...`) instead of the archive's best")
 	fs.StringSliceVar(&opts.Shapes, "shapes", opts.Shapes, "comma-separated shapes `BxHxSxD[:causal]`")
-	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: fp16 or bf16")
+	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (PyTorch is timed in fp16 beside fp8)")
+	fs.StringVar(&opts.OutDtype, "out-dtype", opts.OutDtype, "output type of --dtype fp8: fp16 or bf16 (default fp16)")
+	fs.StringVar(&opts.Baseline, "baseline-archive", opts.Baseline, "archive `directory` of another dtype (e.g. our best fp16 beside fp8) whose best is timed on every shape too")
 	fs.StringVar(&opts.Out, "out", opts.Out, "`directory` for bench.md and bench.json")
 	fs.StringVar(&opts.Python, "python", opts.Python, "python `interpreter` with PyTorch")
 	fs.StringVar(&opts.Script, "torch-script", opts.Script, "`path` of bench/torch_sdpa.py")
@@ -280,8 +303,12 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	switch {
 	case err != nil:
 		return usagef("bench", "--shapes: %v", err)
-	case opts.Dtype != "fp16" && opts.Dtype != "bf16":
-		return usagef("bench", "--dtype %q: want fp16 or bf16", opts.Dtype)
+	case !slices.Contains(space.Dtypes(), opts.Dtype):
+		return usagef("bench", "--dtype %q: want %s", opts.Dtype, space.DtypeList())
+	case opts.OutDtype != "" && opts.Dtype != "fp8":
+		return usagef("bench", "--out-dtype %s: only --dtype fp8 takes one", opts.OutDtype)
+	case opts.OutDtype != "" && opts.OutDtype != "fp16" && opts.OutDtype != "bf16":
+		return usagef("bench", "--out-dtype %q: want fp16 or bf16", opts.OutDtype)
 	case opts.Archive == "" && opts.Config == "":
 		return usagef("bench", "--archive (or --config) is needed: what should be timed?")
 	case opts.Out == "":
@@ -291,7 +318,10 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	}
 
 	// What is timed: the archive's best, or --config, for the problem it was tuned for.
-	tunedFor := space.Problem{Family: kernels.Family, Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype}
+	if opts.OutDtype == "fp16" {
+		opts.OutDtype = "" // the default output: one spelling, as tune writes it
+	}
+	tunedFor := space.Problem{Family: kernels.Family, Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
 	var best space.Config
 	bestKey := ""
 	if opts.Archive != "" {
@@ -307,6 +337,12 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 			return fmt.Errorf("bench: archive %s holds no configuration that passed every gate", opts.Archive)
 		}
 		best, bestKey = r.Config, r.Key
+	}
+	var baseline benchBaseline
+	if opts.Baseline != "" {
+		if baseline, err = readBaseline(opts.Baseline, c.stderr); err != nil {
+			return err
+		}
 	}
 	if _, err := os.Stat(opts.Script); err != nil {
 		return usagef("bench", "--torch-script: %v (run from the repository root, or name bench/torch_sdpa.py)", err)
@@ -335,12 +371,20 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 		SourceHash: env.SourceHash, Date: c.now().UTC().Truncate(time.Second), Commit: gitCommit(ctx),
 		Command: strings.Join(append([]string{"evotune", "bench"}, args...), " "), Dtype: opts.Dtype,
 		Archive: opts.Archive, Best: bestKey, BestConfig: best, TunedFor: tunedFor,
+		Baseline: opts.Baseline, BaselineBest: baseline.Key, BaselineFor: baseline.Problem,
 	}
 	for _, s := range shapes {
 		fmt.Fprintf(c.stderr, "evotune: bench %s\n", s)
-		row, err := benchShapeRow(ctx, gpu, s, opts.Dtype, best, tunedFor)
+		row, err := benchShapeRow(ctx, gpu, s, opts.Dtype, opts.OutDtype, best, tunedFor)
 		if err != nil {
 			return err
+		}
+		if opts.Baseline != "" {
+			row.Baseline = benchBaselineRow(ctx, gpu, s, baseline)
+			row.OursOverBaseline = 0
+			if row.Ours.GraphUS > 0 && row.Baseline.GraphUS > 0 {
+				row.OursOverBaseline = row.Ours.GraphUS / row.Baseline.GraphUS
+			}
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
@@ -363,8 +407,8 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 
 // benchShapeRow times the best config (when it was compiled for this
 // shape's head dimension and dtype) and the family default on one shape.
-func benchShapeRow(ctx context.Context, gpu benchGPU, s benchShape, dtype string, best space.Config, tunedFor space.Problem) (benchRow, error) {
-	prob := space.Problem{Family: kernels.Family, Shapes: []space.Shape{s.Shape}, Dtype: dtype, Causal: s.Causal}
+func benchShapeRow(ctx context.Context, gpu benchGPU, s benchShape, dtype, outDtype string, best space.Config, tunedFor space.Problem) (benchRow, error) {
+	prob := space.Problem{Family: kernels.Family, Shapes: []space.Shape{s.Shape}, Dtype: dtype, OutDtype: outDtype, Causal: s.Causal}
 	row := benchRow{Shape: s.Shape.String(), Causal: s.Causal, Source: "best"}
 	sp, err := gpu.Space(prob)
 	if err != nil {
@@ -397,6 +441,54 @@ func benchShapeRow(ctx context.Context, gpu benchGPU, s benchShape, dtype string
 	return row, nil
 }
 
+// torchDtype is the dtype PyTorch SDPA is timed in: ours, or for fp8 (which
+// PyTorch's flash and cuDNN backends do not take) the output dtype, which is
+// what a user of fp8 attention would otherwise run.
+func torchDtype(dtype, outDtype string) string {
+	if dtype != "fp8" {
+		return dtype
+	}
+	return cmpOr(outDtype, "fp16")
+}
+
+// A benchBaseline is the best of --baseline-archive and its problem.
+type benchBaseline struct {
+	Key     string
+	Config  space.Config
+	Problem space.Problem
+}
+
+// readBaseline reads the best of an archive timed beside ours.
+func readBaseline(dir string, stderr io.Writer) (benchBaseline, error) {
+	a, err := elites.Read(dir)
+	if err != nil {
+		return benchBaseline{}, fmt.Errorf("bench --baseline-archive: %w", err)
+	}
+	defer a.Close()
+	warnSkipped(stderr, a)
+	r, ok := a.Best()
+	if !ok {
+		return benchBaseline{}, fmt.Errorf("bench --baseline-archive: archive %s holds no configuration that passed every gate", dir)
+	}
+	return benchBaseline{Key: r.Key, Config: r.Config, Problem: a.Meta().Problem}, nil
+}
+
+// benchBaselineRow times the baseline's best on one shape, in the
+// baseline's dtype, or its family default where the best does not apply.
+func benchBaselineRow(ctx context.Context, gpu benchGPU, s benchShape, b benchBaseline) *benchMeasure {
+	prob := space.Problem{Family: kernels.Family, Shapes: []space.Shape{s.Shape}, Dtype: b.Problem.Dtype, OutDtype: b.Problem.OutDtype, Causal: s.Causal}
+	sp, err := gpu.Space(prob)
+	if err != nil {
+		return &benchMeasure{Status: space.StatusConstraint, Reason: err.Error()}
+	}
+	cfg := b.Config
+	if len(b.Problem.Shapes) == 0 || b.Problem.Shapes[0].D != s.Shape.D || sp.Check(cfg) != nil {
+		cfg = sp.Default()
+	}
+	m := measure(ctx, gpu, prob, cfg)
+	return &m
+}
+
 // measure evaluates cfg through every gate (graph timing) and, when it
 // passed, times it eagerly.
 func measure(ctx context.Context, gpu benchGPU, prob space.Problem, cfg space.Config) benchMeasure {
@@ -404,6 +496,7 @@ func measure(ctx context.Context, gpu benchGPU, prob space.Problem, cfg space.Co
 	m := benchMeasure{Key: cfg.Key(), Config: cfg, Status: r.Status, Reason: r.Reason}
 	if r.Accuracy != nil {
 		m.MaxAbsErr = r.Accuracy.MaxAbsErr
+		m.E2ECos, m.E2ERelL1 = r.Accuracy.E2ECos, r.Accuracy.E2ERelL1
 	}
 	if !r.OK() || len(r.Timings) == 0 {
 		if m.Reason == "" {
@@ -438,7 +531,7 @@ func runTorch(ctx context.Context, opts benchOptions, shapes []benchShape) (torc
 		if len(names) == 0 {
 			continue
 		}
-		args := []string{opts.Script, "--json", "--dtype", opts.Dtype, "--shapes", strings.Join(names, ",")}
+		args := []string{opts.Script, "--json", "--dtype", torchDtype(opts.Dtype, opts.OutDtype), "--shapes", strings.Join(names, ",")}
 		if causal {
 			args = append(args, "--causal")
 		}
@@ -499,14 +592,28 @@ func (rep *benchReport) markdown() string {
 		fmt.Fprintf(&b, ", then `%s`", c)
 	}
 	fmt.Fprintf(&b, "\n- best: `%s` (tuned for %s)\n", orUnknown(rep.Best), problemLine(rep.TunedFor))
+	if rep.Baseline != "" {
+		fmt.Fprintf(&b, "- baseline: `%s` of %s (tuned for %s), timed in the same run\n", orUnknown(rep.BaselineBest), rep.Baseline, problemLine(rep.BaselineFor))
+	}
+	if rep.Dtype == "fp8" {
+		fmt.Fprintf(&b, "- PyTorch is timed in %s (its flash and cuDNN backends take no fp8); e2e is ours against fp32 attention on the unquantised inputs, worst check case (cosine / relative L1)\n",
+			torchDtype(rep.Dtype, rep.TunedFor.OutDtype))
+	}
 	fmt.Fprintf(&b, "- method: %s; µs per call, median of the samples of a CUDA graph of many calls (graph) or of batches of plain launches "+
 		"between events (eager), inputs rotated over sets larger than twice the L2, ours and PyTorch alike; PyTorch cells are graph / eager; "+
 		"ratios are graph over graph (below 1: ours is faster); TFLOP/s is ours, graph.\n\n", rep.Dtype)
 	if rep.TorchError != "" {
 		fmt.Fprintf(&b, "PyTorch comparison failed: %s\n\n", rep.TorchError)
 	}
-	fmt.Fprintf(&b, "| shape | config | ours graph | ours eager | default graph (eager) | flash | cuDNN | efficient | ours / cuDNN | ours / flash | TFLOP/s |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	extraHead, extraRule := "", ""
+	if rep.Baseline != "" {
+		extraHead, extraRule = " baseline graph | ours / baseline |", "---|---|"
+	}
+	if rep.Dtype == "fp8" {
+		extraHead, extraRule = extraHead+" e2e cos / rel L1 |", extraRule+"---|"
+	}
+	fmt.Fprintf(&b, "| shape | config | ours graph | ours eager | default graph (eager) | flash | cuDNN | efficient | ours / cuDNN | ours / flash | TFLOP/s |%s\n", extraHead)
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|%s\n", extraRule)
 	var notes []string
 	for _, r := range rep.Rows {
 		shape := r.Shape
@@ -526,10 +633,24 @@ func (rep *benchReport) markdown() string {
 				notes = append(notes, fmt.Sprintf("%s: `%s` eager timing failed: %s.", shape, m.Key, m.EagerError))
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |\n",
+		extra := ""
+		if rep.Baseline != "" {
+			base := benchMeasure{}
+			if r.Baseline != nil {
+				base = *r.Baseline
+				if base.Status != space.StatusOK {
+					notes = append(notes, fmt.Sprintf("%s: baseline `%s` %s: %s.", shape, base.Key, base.Status, base.Reason))
+				}
+			}
+			extra += fmt.Sprintf(" %s | %s |", usCell(base.GraphUS), ratioCell(r.OursOverBaseline))
+		}
+		if rep.Dtype == "fp8" {
+			extra += " " + e2eCell(r.Ours) + " |"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |%s\n",
 			shape, label, usCell(r.Ours.GraphUS), usCell(r.Ours.EagerUS), usCell(r.Default.GraphUS), usCell(r.Default.EagerUS),
 			torchCell(r.Torch, "flash"), torchCell(r.Torch, "cudnn"), torchCell(r.Torch, "efficient"),
-			ratioCell(r.OursOverCuDNN), ratioCell(r.OursOverFlash), tflopsCell(r.Ours.TFLOPs))
+			ratioCell(r.OursOverCuDNN), ratioCell(r.OursOverFlash), tflopsCell(r.Ours.TFLOPs), extra)
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(&b, "\n")
@@ -538,6 +659,14 @@ func (rep *benchReport) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// e2eCell is fp8's end-to-end accuracy: cosine / relative L1 against fp32.
+func e2eCell(m benchMeasure) string {
+	if !(m.E2ECos > 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.4f / %.3f", m.E2ECos, m.E2ERelL1)
 }
 
 func usCell(v float64) string {

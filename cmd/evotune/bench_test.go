@@ -39,17 +39,25 @@ func (f *fakeBenchGPU) Space(prob space.Problem) (*space.Space, error) {
 
 func (f *fakeBenchGPU) us(prob space.Problem, cfg space.Config) float64 {
 	sp, _ := f.Space(prob)
+	us := 10.0
 	if cfg.Key() == sp.Default().Key() {
-		return 12
+		us = 12
 	}
-	return 10
+	if prob.Dtype == "fp8" {
+		us /= 2
+	}
+	return us
 }
 
 func (f *fakeBenchGPU) Evaluate(_ context.Context, prob space.Problem, cfg space.Config) space.Result {
 	f.evaluated = append(f.evaluated, prob.Shapes[0].String()+" "+cfg.Key())
 	us := f.us(prob, cfg)
+	acc := &space.Accuracy{MaxAbsErr: 1e-3}
+	if prob.Dtype == "fp8" {
+		acc.E2ECos, acc.E2ERelL1 = 0.9987, 0.052
+	}
 	return space.Result{Key: cfg.Key(), Config: cfg, Status: space.StatusOK, Gate: space.GateTimed, Objective: us,
-		Accuracy: &space.Accuracy{MaxAbsErr: 1e-3},
+		Accuracy: acc,
 		Timings:  []space.Timing{{Shape: prob.Shapes[0], P50US: us, CILowUS: us - 0.1, CIHighUS: us + 0.1}}}
 }
 
@@ -204,7 +212,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--archive", ""}, "--archive (or --config) is needed"},
 		{[]string{"--shapes", "1x8x512"}, "--shapes"},
 		{[]string{"--shapes", "1x8x512x64:masked"}, "the only suffix is :causal"},
-		{[]string{"--dtype", "fp8"}, "--dtype"},
+		{[]string{"--dtype", "fp4"}, "--dtype"},
+		{[]string{"--dtype", "bf16", "--out-dtype", "bf16"}, "--out-dtype"},
+		{[]string{"--archive", "testdata/archive", "--torch-script", script, "--baseline-archive", "nowhere"}, "--baseline-archive"},
 		{[]string{"--archive", "testdata/archive", "--torch-script", "nowhere.py"}, "--torch-script"},
 		{[]string{"--archive", "testdata/archive", "--torch-script", script, "--config", "nosuchknob=1"}, "--config"},
 	}
@@ -235,5 +245,52 @@ func TestBuildRevision(t *testing.T) {
 		if got := buildRevision(&debug.BuildInfo{Settings: tc.settings}); got != tc.want {
 			t.Errorf("buildRevision(%v) = %q, want %q", tc.settings, got, tc.want)
 		}
+	}
+}
+
+// TestBenchFP8BesideFP16 checks fp8's bench: ours in fp8 beside the fp16
+// archive's best timed in the same run, PyTorch asked for fp16 (its flash
+// and cuDNN take no fp8), and the end-to-end accuracy column.
+func TestBenchFP8BesideFP16(t *testing.T) {
+	fp16Archive, out, script := benchFixture(t, fakePython)
+	gpu := &fakeBenchGPU{}
+	sp, err := gpu.Space(space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sp.Default()
+	cfg["stages"] = "3" // any config but the default: timed at 5 µs
+	if err := sp.Check(cfg); err != nil {
+		t.Fatalf("the test's fp8 config: %v", err)
+	}
+	stdout, err := runBenchCLI(t, gpu, "--dtype", "fp8", "--config", cfg.Key(), "--baseline-archive", fp16Archive,
+		"--out", out, "--torch-script", script, "--shapes", "1x8x512x64")
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	for _, want := range []string{
+		"| shape | config | ours graph | ours eager | default graph (eager) | flash | cuDNN | efficient | ours / cuDNN | ours / flash | TFLOP/s | baseline graph | ours / baseline | e2e cos / rel L1 |",
+		// fp8 at 5 µs (default 6), the fp16 archive's best at 10, cuDNN 8, flash 20.
+		"| 1x8x512x64 | best | 5.00 | 10.00 | 6.00 (12.00) | 20.00 / 40.00 | 8.00 / 30.00 | unsupported | 0.62 | 0.25 |",
+		"| 10.00 | 0.50 | 0.9987 / 0.052 |",
+		"--json --dtype fp16 --shapes 1x8x512x64",
+		"- baseline: `",
+		"PyTorch is timed in fp16",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("bench.md lacks %q:\n%s", want, stdout)
+		}
+	}
+	var rep benchReport
+	data, err := os.ReadFile(filepath.Join(out, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Dtype != "fp8" || rep.BaselineFor.Dtype != "fp16" || len(rep.Rows) != 1 || rep.Rows[0].Baseline == nil ||
+		rep.Rows[0].OursOverBaseline != 0.5 || rep.Rows[0].Ours.E2ECos != 0.9987 {
+		t.Errorf("bench.json: %+v", rep)
 	}
 }
