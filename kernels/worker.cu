@@ -1438,12 +1438,13 @@ private:
                 return cases_.front();
             }
         }
-        // Evict least recently used cases beyond a budget of 1 GiB or 32 cases.
+        // Evict least recently used cases beyond a budget of 1 GiB or 64 cases
+        // (fp8 checks up to 7 shapes x 3 input scales x 3 seeds = 63).
         size_t n = r.elems();
         size_t need = n * r.inElemBytes() * 3 + n * 4 * (r.dtype == Dtype::FP8 ? 2 : 1);
         size_t total = need;
         for (const CaseData& c : cases_) total += c.bytes();
-        while (!cases_.empty() && (total > (1ull << 30) || cases_.size() >= 32)) {
+        while (!cases_.empty() && (total > (1ull << 30) || cases_.size() >= 64)) {
             total -= cases_.back().bytes();
             cases_.pop_back();
         }

@@ -661,3 +661,32 @@ func TestProbeTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckCasesFP8 checks fp8's cases: input scale 16 besides 1 and 4, and
+// the long sequences 512 and 4096 in one batch of at most two heads (cheap
+// beside a large problem), skipped where a problem shape has that length.
+func TestCheckCasesFP8(t *testing.T) {
+	p := space.Problem{Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: 64}}, Dtype: "fp8"}
+	var shapes []space.Shape
+	scales := map[float64]bool{}
+	for _, c := range CheckCases(p) {
+		if !slices.Contains(shapes, c.Shape) {
+			shapes = append(shapes, c.Shape)
+		}
+		scales[c.InputScale] = true
+	}
+	want := []space.Shape{{B: 4, H: 16, S: 1, D: 64}, {B: 4, H: 16, S: 77, D: 64}, {B: 1, H: 2, S: 512, D: 64},
+		{B: 4, H: 16, S: 500, D: 64}, {B: 1, H: 2, S: 4096, D: 64}, {B: 4, H: 16, S: 2048, D: 64}}
+	if !slices.Equal(shapes, want) {
+		t.Errorf("shapes %v, want %v (smallest first)", shapes, want)
+	}
+	if len(scales) != 3 || !scales[16] {
+		t.Errorf("input scales %v, want 1, 4 and 16", scales)
+	}
+	p.Shapes = []space.Shape{{B: 1, H: 8, S: 512, D: 64}}
+	for _, c := range CheckCases(p) {
+		if c.Shape.S == 512 && c.Shape != p.Shapes[0] {
+			t.Errorf("a 512-key tail %v beside the problem's own 512-key shape", c.Shape)
+		}
+	}
+}
