@@ -266,7 +266,7 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 		if !FP8Arch(t.Arch) {
 			return nil, fmt.Errorf("sdpa space: fp8 needs E4M3 tensor cores (sm_89 or newer), not %s", t.Arch)
 		}
-		s.Knobs = append(s.Knobs, sdpaFP8Knobs()...)
+		s.Knobs = append(s.Knobs, sdpaFP8Knobs(d)...)
 		s.Defines = append(s.Defines,
 			space.Define{Macro: "SDPA_FP8", Value: "1"},
 			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})

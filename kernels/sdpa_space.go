@@ -38,11 +38,21 @@ func sdpaKnobs() []space.Knob {
 
 // sdpaFP8Knobs declares the knobs only fp8 (E4M3) problems have. Their
 // presence in a config is what makes its geometry fp8's (one-byte tiles).
-func sdpaFP8Knobs() []space.Knob {
+//
+// At D=128 the two-level accumulation holds a second 64-column O accumulator
+// per thread: the 64x64 default then needs 252 registers with nvcc 12.4 and
+// spills 24 B with 13.0 on sm_90 (device run 2026-11-25), so D=128 defaults
+// to one-level accumulation (204 registers) and leaves two-level to the
+// search and the gate.
+func sdpaFP8Knobs(d int) []space.Knob {
+	accum := "1"
+	if d >= 128 {
+		accum = "0"
+	}
 	return []space.Knob{
 		{Name: "pv_fp8", Macro: "SDPA_PV_FP8", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
 			Doc: "P V in E4M3 (m16n8k32, P quantised as exp(s - m + 8 ln 2)) or in fp16 (V widened to fp16 in registers)"},
-		{Name: "pv_accum", Macro: "SDPA_PV_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
+		{Name: "pv_accum", Macro: "SDPA_PV_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: accum,
 			Doc: "two-level P V accumulation: each K/V tile into a fresh accumulator, added into the fp32 O"},
 	}
 }
