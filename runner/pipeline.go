@@ -421,8 +421,9 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 		acc.BadFrac = max(acc.BadFrac, resp.BadFrac)
 		acc.NaN = max(acc.NaN, resp.NaN)
 		acc.Inf = max(acc.Inf, resp.Inf)
-		if p.o.Problem.Dtype == "fp8" {
-			if acc.Cases == 1 || resp.E2ECos < acc.E2ECos {
+		if p.o.Problem.Dtype == "fp8" && cs.InputScale == 1 {
+			// Recorded where it is gated: at input scale 1 (below).
+			if acc.E2ECos == 0 || resp.E2ECos < acc.E2ECos {
 				acc.E2ECos = resp.E2ECos
 			}
 			acc.E2ERelL1 = max(acc.E2ERelL1, resp.E2ERelL1)

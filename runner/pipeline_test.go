@@ -35,7 +35,7 @@ func testSpace() *space.Space {
 			{Name: "block", Macro: "BLOCK", Values: []string{"32", "64", "128"}, Default: "64"},
 			{Name: "mode", Macro: "MODE", Default: "ok", Values: []string{
 				"ok", "compile_error", "compile_timeout", "spill", "regs", "smem", "nokernel",
-				"wrong", "nan", "norepeat", "constant", "gpu_error", "died", "hang", "time_died"}},
+				"wrong", "nan", "norepeat", "constant", "gpu_error", "died", "hang", "time_died", "fp8e2e"}},
 		},
 		Constraints: []space.Constraint{{Name: "no_128", Check: func(c space.Config) error {
 			if c["block"] == "128" {
@@ -175,6 +175,12 @@ func (d *fakeDevice) check(mode string, req kernels.Request) (kernels.Response, 
 	case "wrong":
 		if req.Shape.S == 500 && req.Seed == 2 {
 			good.MaxAbsErr = 0.031
+		}
+	case "fp8e2e":
+		// End to end, larger inputs lose more to E4M3's rounding of Q and K.
+		good.E2ECos, good.E2ERelL1 = 0.9987, 0.051
+		if req.InputScale > 1 {
+			good.E2ECos, good.E2ERelL1 = 0.945, 0.116
 		}
 	case "nan":
 		good.NaN = 12
@@ -688,5 +694,24 @@ func TestCheckCasesFP8(t *testing.T) {
 		if c.Shape.S == 512 && c.Shape != p.Shapes[0] {
 			t.Errorf("a 512-key tail %v beside the problem's own 512-key shape", c.Shape)
 		}
+	}
+}
+
+// TestPipelineFP8EndToEndAtScaleOne checks that an fp8 result records its
+// end-to-end accuracy where it is gated, over the input-scale-1 cases: the
+// larger input scales' worse figures (no kernel can undo E4M3's rounding of
+// large scores) are neither gated nor reported as the kernel's accuracy.
+func TestPipelineFP8EndToEndAtScaleOne(t *testing.T) {
+	p := newTestPipeline(t, &fakeCompiler{}, []*fakeDevice{{}}, func(o *PipelineOptions) {
+		o.Problem.Dtype = "fp8"
+		o.Problem.Shapes = []space.Shape{{B: 1, H: 2, S: 128, D: 64}}
+		o.Cases = CheckCases(o.Problem)
+	})
+	r := p.Evaluate(context.Background(), cfg("fp8e2e"))
+	if !r.OK() || r.Accuracy == nil {
+		t.Fatalf("result %s: %s (%+v)", r.Status, r.Reason, r.Accuracy)
+	}
+	if r.Accuracy.E2ECos != 0.9987 || r.Accuracy.E2ERelL1 != 0.051 {
+		t.Errorf("e2e cos %g, rel L1 %g; want the scale-1 figures 0.9987 and 0.051", r.Accuracy.E2ECos, r.Accuracy.E2ERelL1)
 	}
 }

@@ -47,8 +47,8 @@ type Accuracy struct {
 	Inf        int     `json:"inf"`
 	Cases      int     `json:"cases"`
 	// fp8: the worst end-to-end error against fp32 attention on the
-	// unquantised inputs over the cases (lowest cosine similarity, highest
-	// relative L1).
+	// unquantised inputs over the cases at input scale 1, where it is gated
+	// (lowest cosine similarity, highest relative L1).
 	E2ECos   float64 `json:"e2e_cos,omitempty"`
 	E2ERelL1 float64 `json:"e2e_rel_l1,omitempty"`
 }
