@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"evotune/elites"
+	"evotune/internal/durable"
 	"evotune/kernels"
 	"evotune/space"
 )
@@ -726,32 +727,11 @@ func (rep *benchReport) write(out, archive string) error {
 		}{filepath.Join(archive, "bench.json"), data})
 	}
 	for _, f := range files {
-		if err := writeFileAtomic(f.path, f.data); err != nil {
-			return fmt.Errorf("bench: writing %s: %w", f.path, err)
+		if err := durable.WriteFile(f.path, f.data, 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place, so that a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // gitCommit is the commit of the code that ran: the revision this binary

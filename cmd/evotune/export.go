@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"evotune/elites"
+	"evotune/internal/durable"
 	"evotune/space"
 )
 
@@ -381,8 +382,8 @@ func checkReplaceable(dir, name string, force bool) error {
 	return nil
 }
 
-// writeExport writes the header and the JSON into dir, each atomically, so
-// that a build never includes half a header.
+// writeExport writes the header and the JSON into dir, each durably, so
+// that a build never includes half a header, even after a power cut.
 func writeExport(dir, name string, header, data []byte) (string, string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("export: creating %s: %w", dir, err)
@@ -392,13 +393,8 @@ func writeExport(dir, name string, header, data []byte) (string, string, error) 
 		path string
 		data []byte
 	}{{h, header}, {j, data}} {
-		tmp := f.path + ".tmp"
-		if err := os.WriteFile(tmp, f.data, 0o644); err != nil {
-			return "", "", fmt.Errorf("export: writing %s: %w", f.path, err)
-		}
-		if err := os.Rename(tmp, f.path); err != nil {
-			os.Remove(tmp)
-			return "", "", fmt.Errorf("export: writing %s: %w", f.path, err)
+		if err := durable.WriteFile(f.path, f.data, 0o644); err != nil {
+			return "", "", fmt.Errorf("export: %w", err)
 		}
 	}
 	return h, j, nil
