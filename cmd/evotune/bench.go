@@ -19,6 +19,7 @@ import (
 	"evotune/elites"
 	"evotune/internal/durable"
 	"evotune/kernels"
+	"evotune/runner"
 	"evotune/space"
 )
 
@@ -121,9 +122,9 @@ type benchGPU interface {
 	Close() error
 }
 
-// rigBench is the benchGPU of a gpuRig: one pipeline per problem.
+// rigBench is the benchGPU of a runner.Rig: one pipeline per problem.
 type rigBench struct {
-	rig   *gpuRig
+	rig   *runner.Rig
 	pipes map[string]*benchPipe
 }
 
@@ -135,17 +136,18 @@ type benchPipe struct {
 }
 
 func openBenchGPU(ctx context.Context, s gpuSetup, stderr io.Writer) (benchGPU, error) {
-	rig, err := openGPU(ctx, "bench", s, stderr)
+	s.gpusFlag = "--gpu"
+	rig, err := s.open(ctx, "bench", false, stderr)
 	if err != nil {
 		return nil, err
 	}
 	return &rigBench{rig: rig, pipes: map[string]*benchPipe{}}, nil
 }
 
-func (b *rigBench) Env() space.Env { return b.rig.env() }
+func (b *rigBench) Env() space.Env { return b.rig.Env() }
 
 func (b *rigBench) Space(prob space.Problem) (*space.Space, error) {
-	return kernels.SDPASpace(prob, b.rig.target)
+	return b.rig.Space(prob)
 }
 
 func (b *rigBench) pipe(prob space.Problem) (*benchPipe, error) {
@@ -157,7 +159,7 @@ func (b *rigBench) pipe(prob space.Problem) (*benchPipe, error) {
 	if err != nil {
 		return nil, err
 	}
-	pipe, err := b.rig.pipeline(prob, sp)
+	pipe, err := b.rig.Pipeline(prob, sp)
 	if err != nil {
 		return nil, err
 	}

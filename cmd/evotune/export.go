@@ -16,6 +16,7 @@ import (
 
 	"evotune/elites"
 	"evotune/internal/durable"
+	"evotune/kernels"
 	"evotune/space"
 )
 
@@ -136,7 +137,7 @@ func newExport(a *elites.Archive, name, archivePath string, now time.Time) (expo
 	if err != nil {
 		return export{}, fmt.Errorf("export: %w", err)
 	}
-	sp, err := familySpace("export", meta.Problem, cmpOr(meta.Arch, "sm_89"))
+	sp, err := familySpace("export", meta.Problem, cmpOr(meta.Arch, kernels.DefaultArch))
 	if err != nil {
 		return export{}, fmt.Errorf("export: the archive's problem: %w", err)
 	}
