@@ -154,7 +154,7 @@ func newExport(a *elites.Archive, name, archivePath string, now time.Time) (expo
 	if ev.Default != nil {
 		exp.DefaultObjectiveUS = ev.Default.Objective
 	}
-	bench, ok, err := elites.ReadTorchBench(a.Dir())
+	bench, ok, err := elites.ReadBench(a.Dir())
 	if err != nil {
 		return export{}, fmt.Errorf("export: %w", err)
 	}
@@ -232,8 +232,8 @@ type torchShape struct {
 	Speedup float64 `json:"speedup"` // TorchUS / OursUS
 }
 
-func torchComparisonOf(b elites.TorchBench, best space.Result, p space.Problem) *torchComparison {
-	tc := &torchComparison{Bench: b.Path, Version: b.Version}
+func torchComparisonOf(b elites.Bench, best space.Result, p space.Problem) *torchComparison {
+	tc := &torchComparison{Bench: b.Path, Version: b.Torch}
 	for _, shape := range p.Shapes {
 		t, ok := b.Fastest(shape)
 		if !ok {
