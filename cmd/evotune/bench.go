@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
@@ -138,15 +137,13 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 		return err
 	}
 	shapes, err := torchcmp.ParseShapes(opts.Shapes)
-	switch {
-	case err != nil:
+	if err != nil {
 		return usagef("bench", "--shapes: %v", err)
-	case !slices.Contains(space.Dtypes(), opts.Dtype):
-		return usagef("bench", "--dtype %q: want %s", opts.Dtype, space.DtypeList())
-	case opts.OutDtype != "" && opts.Dtype != "fp8":
-		return usagef("bench", "--out-dtype %s: only --dtype fp8 takes one", opts.OutDtype)
-	case opts.OutDtype != "" && opts.OutDtype != "fp16" && opts.OutDtype != "bf16":
-		return usagef("bench", "--out-dtype %q: want fp16 or bf16", opts.OutDtype)
+	}
+	if opts.OutDtype, err = checkDtypes("bench", opts.Dtype, opts.OutDtype); err != nil {
+		return err
+	}
+	switch {
 	case opts.Archive == "" && opts.Config == "":
 		return usagef("bench", "--archive (or --config) is needed: what should be timed?")
 	case opts.Out == "":
@@ -156,9 +153,6 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	}
 
 	// What is timed: the archive's best, or --config, for the problem it was tuned for.
-	if opts.OutDtype == "fp16" {
-		opts.OutDtype = "" // the default output: one spelling, as tune writes it
-	}
 	tunedFor := space.Problem{Family: kernels.Family, Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
 	var best space.Config
 	bestKey := ""

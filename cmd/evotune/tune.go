@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,7 @@ func defaultTuneOptions() tuneOptions {
 	return tuneOptions{
 		problem:       defaultProblem(),
 		Archive:       "evotune-archive",
-		Strategy:      "evo",
+		Strategy:      evo.StrategyEvo,
 		Seed:          1,
 		Parallel:      0, // auto: see backend.parallel
 		Population:    0, // auto: see tuneOptions.evoOptions
@@ -65,9 +66,6 @@ func defaultTuneOptions() tuneOptions {
 		ProgressEvery: 10 * time.Second,
 	}
 }
-
-// strategies returns the search strategies evotune tune accepts.
-func strategies() []string { return []string{"evo", "random", "exhaustive"} }
 
 func tuneCommand() command {
 	return command{
@@ -194,7 +192,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	o.problem.register(fs, true)
 	fs.StringVar(&o.Archive, "archive", o.Archive, "archive `directory`: created if absent, resumed if it holds this problem")
-	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "search strategy: "+strings.Join(strategies(), ", "))
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "search strategy: "+strings.Join(evo.Strategies(), ", "))
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the search's random number generator")
 	fs.IntVar(&o.Evals, "evals", o.Evals, "stop after this many evaluations in total, resumed runs included (0: no limit)")
 	fs.DurationVar(&o.Budget, "budget", o.Budget, "stop when the search has run this long in total, resumed runs included, e.g. 8h (0: no limit)")
@@ -479,13 +477,9 @@ func (o tuneOptions) validate(evalsSet bool) error {
 	if _, err := o.problem.problem("tune"); err != nil {
 		return err
 	}
-	known := false
-	for _, s := range strategies() {
-		known = known || s == o.Strategy
-	}
 	switch {
-	case !known:
-		return usagef("tune", "--strategy %q: want one of %s", o.Strategy, strings.Join(strategies(), ", "))
+	case !slices.Contains(evo.Strategies(), o.Strategy):
+		return usagef("tune", "--strategy %q: want one of %s", o.Strategy, strings.Join(evo.Strategies(), ", "))
 	case o.Archive == "":
 		return usagef("tune", "--archive must name a directory")
 	case evalsSet && o.Evals <= 0, o.Evals < 0:
