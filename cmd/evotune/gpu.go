@@ -86,6 +86,11 @@ func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, src *
 		rig.Close()
 		return backend{}, fmt.Errorf("tune: %w", err)
 	}
+	confirm, err := confirmer(pipe)
+	if err != nil {
+		rig.Close()
+		return backend{}, fmt.Errorf("tune: %w", err)
+	}
 	gpus := rig.GPUs()
 	name := fmt.Sprintf("%s on %d GPU(s), nvcc %s", gpus[0].Env.GPU, len(gpus), rig.NVCC().Version)
 	if opts.KernelSource != "" {
@@ -94,5 +99,21 @@ func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, src *
 	// Enough candidates in flight that every nvcc job has work while each
 	// GPU checks or times one and has the next compiled and waiting.
 	parallel := cmp.Or(opts.Jobs, runtime.NumCPU()) + 2*len(gpus)
-	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.Env(), clock: evo.WallClock{}, close: rig.Close, parallel: parallel}, nil
+	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.Env(), clock: evo.WallClock{}, close: rig.Close,
+		confirm: confirm, parallel: parallel}, nil
+}
+
+// confirmer returns the search's confirmer on the GPU: an elite is
+// displaced only by a challenger that is faster when both are measured
+// again, interleaved, on one GPU.
+func confirmer(pipe *runner.Pipeline) (evo.Confirmer, error) {
+	c, err := runner.NewConfirmer(pipe, runner.ConfirmOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return evo.ConfirmerFunc(func(ctx context.Context, challenger, incumbent space.Result) (evo.Verdict, error) {
+		v, err := c.Confirm(ctx, challenger, incumbent)
+		return evo.Verdict{Displace: v.Faster, ChallengerUS: v.ChallengerUS, IncumbentUS: v.IncumbentUS,
+			PValue: v.PValue, Reason: v.Reason}, err
+	}), nil
 }

@@ -155,10 +155,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	}
 	eo := opts.evoOptions(b.clock, progress)
 	eo.Seeds = seeds
-	eo.Confirmer, err = gpuConfirmer(b.eval)
-	if err != nil {
-		return fmt.Errorf("tune: %w", err)
-	}
+	eo.Confirmer = b.confirm
 	search, err := evo.New(b.space, b.eval, archive, eo)
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
@@ -242,6 +239,10 @@ type backend struct {
 	env     space.Env
 	clock   evo.Clock
 	close   func() error
+	// confirm re-measures a challenger beside the elite it would displace;
+	// nil where timings are fixed (a replay), since measuring them again
+	// would find the same.
+	confirm evo.Confirmer
 	// parallel is how many candidates keep this backend busy, the
 	// --parallel 0 default.
 	parallel int
@@ -513,24 +514,4 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		}
 	}
 	return nil
-}
-
-// gpuConfirmer returns the confirmer of a GPU evaluator: an elite is
-// displaced only by a challenger that is faster when both are measured
-// again, interleaved, on one GPU. A replay evaluator has none (nil): its
-// timings are fixed, and measuring them again would find the same.
-func gpuConfirmer(ev evo.Evaluator) (evo.Confirmer, error) {
-	pipe, ok := ev.(*runner.Pipeline)
-	if !ok {
-		return nil, nil
-	}
-	c, err := runner.NewConfirmer(pipe, runner.ConfirmOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return evo.ConfirmerFunc(func(ctx context.Context, challenger, incumbent space.Result) (evo.Verdict, error) {
-		cmp, err := c.Confirm(ctx, challenger, incumbent)
-		return evo.Verdict{Displace: cmp.Faster, ChallengerUS: cmp.ChallengerUS, IncumbentUS: cmp.IncumbentUS,
-			PValue: cmp.PValue, Reason: cmp.Reason}, err
-	}), nil
 }
