@@ -19,16 +19,17 @@ import (
 	"sync"
 	"time"
 
+	"evotune/internal/durable"
 	"evotune/space"
 )
 
 // The files of an archive directory.
 const (
-	metaName  = "meta.json"     // identity, written once
-	logName   = "results.jsonl" // one result a line, append-only
-	stateName = "state.json"    // search state, replaced atomically
-	lockName  = "lock"          // flock'd by the process that writes
-	tmpSuffix = ".tmp"          // a replacement being written
+	metaName  = "meta.json"        // identity, written once
+	logName   = "results.jsonl"    // one result a line, append-only
+	stateName = "state.json"       // search state, replaced atomically
+	lockName  = "lock"             // flock'd by the process that writes
+	tmpSuffix = durable.TempSuffix // a replacement being written
 )
 
 // metaFormat is the version of the archive layout that this code writes.
@@ -56,13 +57,6 @@ type appendFile interface {
 	Close() error
 }
 
-// tempFile is what an atomic replacement needs of an *os.File.
-type tempFile interface {
-	io.Writer
-	Sync() error
-	Close() error
-}
-
 // An Archive is an open archive directory. Its methods are safe for
 // concurrent use. It satisfies the search's Store: Lookup, Record and
 // SaveState.
@@ -72,8 +66,8 @@ type Archive struct {
 	mode mode
 	lock *os.File // held while writable
 
-	// createTemp opens the temporary file of an atomic replacement.
-	createTemp func(path string) (tempFile, error)
+	// files writes meta.json and state.json durably.
+	files durable.Writer
 
 	mu      sync.Mutex
 	log     appendFile // nil unless writable
@@ -236,12 +230,11 @@ func load(dir string, m mode) (*Archive, error) {
 
 func newArchive(dir string, meta Meta, m mode) *Archive {
 	return &Archive{
-		dir:        dir,
-		meta:       meta,
-		mode:       m,
-		createTemp: createTemp,
-		nextSeq:    1,
-		byKey:      make(map[string]int),
+		dir:     dir,
+		meta:    meta,
+		mode:    m,
+		nextSeq: 1,
+		byKey:   make(map[string]int),
 	}
 }
 
@@ -271,8 +264,12 @@ func readMeta(dir string) (Meta, error) {
 }
 
 // openLog opens (creating it if missing) and loads the log for appending,
-// cutting off a torn last line.
+// cutting off a torn last line, and removes the temporary files of
+// replacements that a killed process left behind.
 func (a *Archive) openLog() error {
+	if err := removeTemps(a.dir); err != nil {
+		return err
+	}
 	path := filepath.Join(a.dir, logName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -295,12 +292,28 @@ func (a *Archive) openLog() error {
 			return fmt.Errorf("cutting the torn last line off %s at byte %d: %w", path, l.clean, err)
 		}
 	}
-	if err := syncDir(a.dir); err != nil {
+	if err := durable.SyncDir(a.dir); err != nil {
 		f.Close()
 		return err
 	}
 	a.log = f
 	a.adopt(l)
+	return nil
+}
+
+// removeTemps removes dir's temporary files: a replacement killed before
+// its rename leaves one, and only the lock holder writes them, so none is
+// in use.
+func removeTemps(dir string) error {
+	temps, err := filepath.Glob(filepath.Join(dir, "*"+tmpSuffix))
+	if err != nil {
+		return err
+	}
+	for _, t := range temps {
+		if err := os.Remove(t); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing a leftover temporary file: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -464,52 +477,10 @@ func (a *Archive) State() ([]byte, error) {
 	return data, nil
 }
 
-// replace writes data to dir/name atomically.
+// replace writes data to dir/name durably: the old file or the new one
+// survives a crash, never a mix.
 func (a *Archive) replace(name string, data []byte) error {
-	path := filepath.Join(a.dir, name)
-	tmp := path + tmpSuffix
-	f, err := a.createTemp(tmp)
-	if err != nil {
-		return err
-	}
-	n, err := f.Write(data)
-	if err == nil && n < len(data) {
-		err = io.ErrShortWrite
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return syncDir(a.dir)
-}
-
-func createTemp(path string) (tempFile, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-}
-
-// syncDir makes the directory's entries (a rename, a new file) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing archive directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("syncing archive directory %s: %w", dir, err)
-	}
-	return nil
+	return a.files.WriteFile(filepath.Join(a.dir, name), data, 0o644)
 }
 
 // Results returns every result in log order. Results share their configs

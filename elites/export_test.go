@@ -108,28 +108,32 @@ func TestGatherNothingPassed(t *testing.T) {
 	}
 }
 
-func TestReadTorchBench(t *testing.T) {
+func TestReadBench(t *testing.T) {
 	cases := []struct {
 		name    string
 		content string // "" writes no file
 		ok      bool
 		err     string
-		fastest string // backend:graph_us for 1x8x512x64
+		fastest string // backend:graph_us for 1x8x512x64; "" for none
 		version string
 	}{
 		{name: "absent"},
-		{name: "torch_sdpa.py output", ok: true, fastest: "cudnn:9.3", version: "2.11.0",
-			content: `{"torch": {"torch": "2.11.0", "cuda": "13.0", "results": [
-				{"shape": "1x8x512x64", "backend": "flash", "graph_us": 10.3, "eager_us": 30.9},
-				{"shape": "1x8x512x64", "backend": "cudnn", "graph_us": 9.3, "eager_us": 40.4},
-				{"shape": "1x8x512x64", "backend": "efficient", "graph_us": 0, "error": "not supported"},
-				{"shape": "2x8x512x64", "backend": "cudnn", "graph_us": 1.0}]}}`},
 		{name: "rows per shape", ok: true, fastest: "flash:10.3", version: "2.11.0",
 			content: `{"gpu": "NVIDIA H100", "torch": "2.11.0", "rows": [{"shape": "1x8x512x64",
 				"ours": {"key": "block_m=64", "graph_us": 7.5},
 				"torch": {"flash": {"shape": "1x8x512x64", "backend": "flash", "graph_us": 10.3, "error": ""}}}]}`},
-		{name: "errors only", content: `{"torch": {"results": [{"shape": "1x8x512x64", "backend": "flash", "graph_us": 0, "error": "no GPU"}]}}`},
-		{name: "no timing", content: `{"rows": []}`},
+		{name: "fastest of several backends and rows", ok: true, fastest: "cudnn:9.3", version: "2.11.0",
+			content: `{"torch": "2.11.0", "torch_cuda": "13.0", "rows": [
+				{"shape": "1x8x512x64", "torch": {
+					"flash": {"shape": "1x8x512x64", "backend": "flash", "graph_us": 10.3, "eager_us": 30.9},
+					"cudnn": {"shape": "1x8x512x64", "backend": "cudnn", "graph_us": 9.3, "eager_us": 40.4},
+					"efficient": {"shape": "1x8x512x64", "backend": "efficient", "graph_us": 0, "error": "not supported"}}},
+				{"shape": "2x8x512x64", "torch": {"cudnn": {"shape": "2x8x512x64", "backend": "cudnn", "graph_us": 1.0}}}]}`},
+		{name: "errors only", ok: true,
+			content: `{"rows": [{"shape": "1x8x512x64", "torch": {"flash": {"shape": "1x8x512x64", "backend": "flash", "graph_us": 3, "error": "no GPU"}}}]}`},
+		{name: "no timing", ok: true, content: `{"rows": []}`},
+		// torch_sdpa.py's own output is not a bench: its "torch" is an object.
+		{name: "another schema", content: `{"torch": {"torch": "2.11.0", "results": []}}`, err: "bench.json: json: cannot unmarshal object"},
 		{name: "not an object", content: `[]`, err: "want a JSON object"},
 		{name: "not JSON", content: `{"torch": `, err: "bench.json: unexpected end of JSON input"},
 	}
@@ -141,7 +145,7 @@ func TestReadTorchBench(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			b, ok, err := elites.ReadTorchBench(dir)
+			b, ok, err := elites.ReadBench(dir)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
@@ -154,19 +158,58 @@ func TestReadTorchBench(t *testing.T) {
 			if !ok {
 				return
 			}
+			if b.Path != filepath.Join(dir, elites.BenchName) {
+				t.Errorf("path %q", b.Path)
+			}
 			f, found := b.Fastest(shapeA)
-			if got := fmt.Sprintf("%s:%g", f.Backend, f.GraphUS); !found || got != tc.fastest {
+			if got := fmt.Sprintf("%s:%g", f.Backend, f.GraphUS); found != (tc.fastest != "") || found && got != tc.fastest {
 				t.Errorf("fastest %q (found %v), want %q", got, found, tc.fastest)
 			}
 			if o, found := b.OursOn(shapeA, "block_m=64"); tc.name == "rows per shape" && (!found || o.GraphUS != 7.5) {
 				t.Errorf("the bench's own timing %v (found %v), want 7.5", o, found)
 			}
-			if b.Version != tc.version {
-				t.Errorf("version %q, want %q", b.Version, tc.version)
+			if b.Torch != tc.version {
+				t.Errorf("version %q, want %q", b.Torch, tc.version)
 			}
 			if _, found := b.Fastest(space.Shape{B: 9, H: 9, S: 9, D: 64}); found {
 				t.Error("a shape the bench did not time has a fastest backend")
 			}
 		})
+	}
+}
+
+// TestSaveBench: a bench kept in an archive reads back as written, with
+// its provenance; it is refused while a search holds the archive, and in a
+// directory that is not an archive.
+func TestSaveBench(t *testing.T) {
+	dir := t.TempDir()
+	a, err := elites.Create(dir, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := elites.Bench{
+		Env:  space.Env{GPU: "NVIDIA H100", Arch: "sm_90", NVCC: "12.4.131", SourceHash: "abc"},
+		Date: time.Date(2026, 11, 25, 7, 0, 0, 0, time.UTC), Dtype: "fp16", Torch: "2.11.0", Best: "block_m=64",
+		Rows: []elites.BenchRow{{Shape: "1x8x512x64", Ours: elites.BenchMeasure{Key: "block_m=64", GraphUS: 7.5},
+			Torch: map[string]elites.TorchTiming{"cudnn": {Shape: "1x8x512x64", Backend: "cudnn", GraphUS: 9.3}}}},
+	}
+	err = elites.SaveBench(dir, b)
+	if err == nil || !strings.Contains(err.Error(), "in use by") {
+		t.Errorf("SaveBench into an archive a search holds: %v, want in use", err)
+	}
+	mustClose(t, a)
+	if err := elites.SaveBench(dir, b); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := elites.ReadBench(dir)
+	if err != nil || !ok {
+		t.Fatalf("ReadBench: %v, %v", ok, err)
+	}
+	b.Path = filepath.Join(dir, elites.BenchName)
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", b) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, b)
+	}
+	if err := elites.SaveBench(t.TempDir(), b); err == nil || !strings.Contains(err.Error(), "is not an archive") {
+		t.Errorf("SaveBench into a plain directory: %v, want not an archive", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"evotune/internal/durable"
 	"evotune/space"
 )
 
@@ -184,7 +185,7 @@ func TestRecordUndoFails(t *testing.T) {
 }
 
 // failingTemp fails the write of an atomic replacement.
-type failingTemp struct{ tempFile }
+type failingTemp struct{ durable.File }
 
 func (failingTemp) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
 
@@ -193,8 +194,8 @@ func TestSaveStateDiskError(t *testing.T) {
 	if err := a.SaveState([]byte("old")); err != nil {
 		t.Fatal(err)
 	}
-	a.createTemp = func(path string) (tempFile, error) {
-		f, err := createTemp(path)
+	a.files.CreateTemp = func(dir, pattern string) (durable.File, error) {
+		f, err := os.CreateTemp(dir, pattern)
 		return failingTemp{f}, err
 	}
 	err := a.SaveState([]byte("new"))
@@ -204,8 +205,8 @@ func TestSaveStateDiskError(t *testing.T) {
 	if got, err := a.State(); string(got) != "old" || err != nil {
 		t.Errorf("State after a failed save = %q, %v; want old", got, err)
 	}
-	if _, err := os.Stat(filepath.Join(a.dir, stateName+tmpSuffix)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("temporary state file left behind: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(a.dir, "*"+tmpSuffix)); len(left) > 0 {
+		t.Errorf("temporary state file left behind: %v", left)
 	}
 }
 

@@ -238,9 +238,9 @@ func (m *memoryStore) Record(r space.Result) error {
 
 func (m *memoryStore) SaveState([]byte) error { return nil }
 
-// CompareOptions say what Compare runs.
+// CompareOptions say what CompareStrategies runs.
 type CompareOptions struct {
-	// Base is the options of every run; Compare sets the strategy, the
+	// Base is the options of every run; CompareStrategies sets the strategy, the
 	// seed and MaxEvals (the largest budget) of each, and drops the
 	// callbacks.
 	Base       Options
@@ -252,7 +252,7 @@ type CompareOptions struct {
 	// FirstSeed is the seed of the first run; 0 means 1.
 	FirstSeed uint64
 	// Budgets are the evaluation counts at which runs are compared, read
-	// off one trajectory per run; they are sorted by Compare.
+	// off one trajectory per run; they are sorted by CompareStrategies.
 	Budgets []int
 	// Tolerance is how close to the optimum counts as reached, e.g. 0.02.
 	Tolerance float64
@@ -260,8 +260,8 @@ type CompareOptions struct {
 	Workers int
 }
 
-// A Comparison is the outcome of Compare.
-type Comparison struct {
+// A StrategyComparison is the outcome of CompareStrategies.
+type StrategyComparison struct {
 	Landscape Landscape `json:"landscape"`
 	Budgets   []int     `json:"budgets"`
 	Tolerance float64   `json:"tolerance"`
@@ -284,7 +284,7 @@ type Comparison struct {
 type StrategyStats struct {
 	Strategy string        `json:"strategy"`
 	Runs     int           `json:"runs"`
-	Budgets  []BudgetStats `json:"budgets"` // in the order of Comparison.Budgets
+	Budgets  []BudgetStats `json:"budgets"` // in the order of StrategyComparison.Budgets
 	// ReachMedian is the median over runs of the evaluations needed to
 	// come within Tolerance of the optimum, runs that never did counting
 	// as infinitely many; -1 when that median is not reached. With an even
@@ -307,27 +307,27 @@ type BudgetStats struct {
 	Score float64 `json:"score"`
 }
 
-// Compare runs each strategy with each seed on sp against ev, whose every
+// CompareStrategies runs each strategy with each seed on sp against ev, whose every
 // config's result is summarised by land, once to the largest budget, and
 // measures them at each budget against the optimum and against random
 // search.
-func Compare(ctx context.Context, sp *space.Space, ev Evaluator, land Landscape, opts CompareOptions) (Comparison, error) {
+func CompareStrategies(ctx context.Context, sp *space.Space, ev Evaluator, land Landscape, opts CompareOptions) (StrategyComparison, error) {
 	budgets := slices.Clone(opts.Budgets)
 	slices.Sort(budgets)
 	budgets = slices.Compact(budgets)
 	switch {
 	case len(budgets) == 0 || budgets[0] < 1:
-		return Comparison{}, fmt.Errorf("compare: budgets must be positive, got %v", opts.Budgets)
+		return StrategyComparison{}, fmt.Errorf("compare: budgets must be positive, got %v", opts.Budgets)
 	case opts.Seeds < 1:
-		return Comparison{}, fmt.Errorf("compare: seeds must be at least 1, got %d", opts.Seeds)
+		return StrategyComparison{}, fmt.Errorf("compare: seeds must be at least 1, got %d", opts.Seeds)
 	case len(opts.Strategies) == 0:
-		return Comparison{}, errors.New("compare: no strategy to run")
+		return StrategyComparison{}, errors.New("compare: no strategy to run")
 	case !(opts.Tolerance >= 0):
-		return Comparison{}, fmt.Errorf("compare: tolerance must not be negative, got %v", opts.Tolerance)
+		return StrategyComparison{}, fmt.Errorf("compare: tolerance must not be negative, got %v", opts.Tolerance)
 	}
 	for _, s := range opts.Strategies {
 		if !slices.Contains(Strategies(), s) {
-			return Comparison{}, fmt.Errorf("compare: unknown strategy %q", s)
+			return StrategyComparison{}, fmt.Errorf("compare: unknown strategy %q", s)
 		}
 	}
 
@@ -362,10 +362,10 @@ func Compare(ctx context.Context, sp *space.Space, ev Evaluator, land Landscape,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Comparison{}, err
+		return StrategyComparison{}, err
 	}
 
-	c := Comparison{Landscape: land, Budgets: budgets, Tolerance: opts.Tolerance, Within: land.Within(opts.Tolerance)}
+	c := StrategyComparison{Landscape: land, Budgets: budgets, Tolerance: opts.Tolerance, Within: land.Within(opts.Tolerance)}
 	c.RandomReachMedian, c.RandomReachMean = land.RandomReach(opts.Tolerance)
 	c.RandomReached = land.RandomReachedBy(opts.Tolerance, budgets[len(budgets)-1])
 	for _, b := range budgets {
@@ -407,7 +407,7 @@ func Compare(ctx context.Context, sp *space.Space, ev Evaluator, land Landscape,
 	return c, nil
 }
 
-// A GoalCheck is the verdict of Comparison.Goal.
+// A GoalCheck is the verdict of StrategyComparison.Goal.
 type GoalCheck struct {
 	Pass bool `json:"pass"`
 	// ReachMedian is the strategy's median evaluations to come within
@@ -423,7 +423,7 @@ type GoalCheck struct {
 // most maxShare of the space's configs (median over runs) and in at least
 // minSpeedup times fewer evaluations than random search needs (its exact
 // median).
-func (c Comparison) Goal(strategy string, maxShare, minSpeedup float64) GoalCheck {
+func (c StrategyComparison) Goal(strategy string, maxShare, minSpeedup float64) GoalCheck {
 	i := slices.IndexFunc(c.Strategies, func(s StrategyStats) bool { return s.Strategy == strategy })
 	if i < 0 {
 		return GoalCheck{ReachMedian: -1, Why: strategy + " was not run"}

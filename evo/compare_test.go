@@ -192,11 +192,11 @@ func gridLandscape(t *testing.T, sp *space.Space, ev Evaluator) Landscape {
 	return land
 }
 
-// TestCompare runs the three strategies on a small landscape with failures:
+// TestCompareStrategies runs the three strategies on a small landscape with failures:
 // random search measures as the exact baseline (P ≈ 0 within its noise),
 // evo beats it, exhaustive runs once, and every fraction grows with the
 // budget.
-func TestCompare(t *testing.T) {
+func TestCompareStrategies(t *testing.T) {
 	sp := gridSpace(3, 3, 4) // 4096 configs
 	ev := &fakeEvaluator{objective: landscape(4), status: func(c space.Config) space.Status {
 		if hashOf(c.Key())%5 == 0 {
@@ -210,7 +210,7 @@ func TestCompare(t *testing.T) {
 		Strategies: []string{StrategyEvo, StrategyRandom, StrategyExhaustive},
 		Seeds:      60, Budgets: []int{160, 20, 40, 80}, Tolerance: 0.02, Workers: 4,
 	}
-	c, err := Compare(context.Background(), sp, ev, land, opts)
+	c, err := CompareStrategies(context.Background(), sp, ev, land, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +267,12 @@ func TestCompareRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := good
 			mutate(&o)
-			if _, err := Compare(context.Background(), sp, ev, land, o); err == nil {
+			if _, err := CompareStrategies(context.Background(), sp, ev, land, o); err == nil {
 				t.Error("no error")
 			}
 		})
 	}
-	if _, err := Compare(context.Background(), sp, ev, land, good); err != nil {
+	if _, err := CompareStrategies(context.Background(), sp, ev, land, good); err != nil {
 		t.Errorf("good options: %v", err)
 	}
 }

@@ -22,9 +22,11 @@ const (
 	StrategyExhaustive = "exhaustive"
 )
 
-// Strategies returns the valid strategy names, sorted.
+// Strategies returns the valid strategy names: the search, then its two
+// baselines. It is the one list; the command line's flags and help take it
+// from here.
 func Strategies() []string {
-	return []string{StrategyEvo, StrategyExhaustive, StrategyRandom}
+	return []string{StrategyEvo, StrategyRandom, StrategyExhaustive}
 }
 
 // Options configure a Search. Start from DefaultOptions and change what is

@@ -19,7 +19,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		change func(*Options)
 		want   string
 	}{
-		{"unknown strategy", func(o *Options) { o.Strategy = "annealing" }, `unknown strategy "annealing" (valid: evo, exhaustive, random)`},
+		{"unknown strategy", func(o *Options) { o.Strategy = "annealing" }, `unknown strategy "annealing" (valid: evo, random, exhaustive)`},
 		{"population", func(o *Options) { o.Population = 0 }, "population must be in [1, 65536]"},
 		{"elites above population", func(o *Options) { o.Population, o.Elites = 24, 25 }, "elites must be in [1, population=24]"},
 		{"tournament", func(o *Options) { o.Tournament = 0 }, "tournament size"},

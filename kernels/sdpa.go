@@ -32,6 +32,10 @@ type Target struct {
 	MaxThreadsPerSM int    // resident threads per SM
 }
 
+// DefaultArch is the architecture assumed where none is named and no GPU
+// says which: the L4's, the GPU of the mission evotune tunes for.
+const DefaultArch = "sm_89"
+
 // TargetFor returns the defaults of a supported architecture, for use when
 // no GPU is present (constraint checks, compile-only runs).
 func TargetFor(arch string) (Target, error) {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"evotune/internal/durable"
 )
 
 // DefaultCacheBytes is the default cap of the cubin cache (--cache-size).
@@ -59,10 +61,11 @@ type CacheEntry struct {
 // A Cache is a content-addressed store of compiled cubins on disk, shared
 // by every evotune process that uses the same directory, so a repeated
 // config or a resumed run compiles nothing twice. Each entry is two files,
-// KEY.cubin and KEY.json (the ptxas text), written by temp+rename; an entry
-// is complete once its .json exists. Past the size cap the least recently
-// used entries (by mtime, touched on every hit) are removed. Within one
-// process, concurrent requests for one key compile once.
+// KEY.cubin and KEY.json (the ptxas text), each written durably (temp
+// file, fsync, rename); an entry is complete once its .json exists. Past
+// the size cap the least recently used entries (by mtime, touched on every
+// hit) are removed. Within one process, concurrent requests for one key
+// compile once.
 type Cache struct {
 	dir      string
 	maxBytes int64
@@ -134,37 +137,16 @@ func (c *Cache) Put(key string, cubin []byte, ptxas string, compileSec float64) 
 	if err := os.MkdirAll(filepath.Dir(e.Cubin), 0o755); err != nil {
 		return CacheEntry{}, fmt.Errorf("writing cache entry %s: %w", key, err)
 	}
-	if err := writeAtomic(e.Cubin, cubin); err != nil {
+	if err := durable.WriteFile(e.Cubin, cubin, 0o600); err != nil {
 		return CacheEntry{}, fmt.Errorf("writing cache entry %s: %w", key, err)
 	}
-	if err := writeAtomic(c.path(key, ".json"), meta); err != nil {
+	if err := durable.WriteFile(c.path(key, ".json"), meta, 0o600); err != nil {
 		return CacheEntry{}, fmt.Errorf("writing cache entry %s: %w", key, err)
 	}
 	if err := c.trim(key); err != nil {
 		return e, fmt.Errorf("trimming cubin cache: %w", err)
 	}
 	return e, nil
-}
-
-// writeAtomic writes data to path so that readers see the old file or the
-// whole new one, never a part.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 // Do returns the entry for key, calling build to make it when it is not

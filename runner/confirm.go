@@ -134,9 +134,9 @@ func DefaultConfirmOptions() ConfirmOptions {
 	return ConfirmOptions{Rounds: 4, Samples: 30, Alpha: 0.01, MinRelDiff: 0.005}
 }
 
-// A Comparison is the outcome of re-measuring a challenger beside an
+// A Confirmation is the outcome of re-measuring a challenger beside an
 // incumbent.
-type Comparison struct {
+type Confirmation struct {
 	// Faster says the challenger is faster beyond the noise; ties and
 	// doubt favour the incumbent.
 	Faster bool
@@ -188,21 +188,21 @@ func NewConfirmer(p *Pipeline, o ConfirmOptions) (*Confirmer, error) {
 // Confirm re-measures challenger and incumbent (OK results of the
 // pipeline's problem) on one GPU held for the whole comparison, and
 // compares them.
-func (c *Confirmer) Confirm(ctx context.Context, challenger, incumbent space.Result) (Comparison, error) {
+func (c *Confirmer) Confirm(ctx context.Context, challenger, incumbent space.Result) (Confirmation, error) {
 	shapes := c.p.o.Problem.Shapes
 	a, err := c.p.compileFor(ctx, challenger.Config, shapes)
 	if err != nil {
-		return Comparison{}, fmt.Errorf("confirming the challenger: %w", err)
+		return Confirmation{}, fmt.Errorf("confirming the challenger: %w", err)
 	}
 	defer a.cubin.Release()
 	b, err := c.p.compileFor(ctx, incumbent.Config, shapes)
 	if err != nil {
-		return Comparison{}, fmt.Errorf("confirming the incumbent: %w", err)
+		return Confirmation{}, fmt.Errorf("confirming the incumbent: %w", err)
 	}
 	defer b.cubin.Release()
 	gi, err := c.p.takeGPU(ctx)
 	if err != nil {
-		return Comparison{}, fmt.Errorf("confirming %s against %s: %w", a.key, b.key, err)
+		return Confirmation{}, fmt.Errorf("confirming %s against %s: %w", a.key, b.key, err)
 	}
 	defer c.p.releaseGPU(gi)
 
@@ -218,7 +218,7 @@ func (c *Confirmer) Confirm(ctx context.Context, challenger, incumbent space.Res
 			for _, side := range order {
 				m, err := c.p.timeOn(ctx, gi, sides[side], s, c.o.Samples, false)
 				if err != nil {
-					return Comparison{}, fmt.Errorf("confirming %s against %s: %w", a.key, b.key, err)
+					return Confirmation{}, fmt.Errorf("confirming %s against %s: %w", a.key, b.key, err)
 				}
 				samples[side][si] = append(samples[side][si], m.SamplesUS...)
 			}
@@ -228,7 +228,7 @@ func (c *Confirmer) Confirm(ctx context.Context, challenger, incumbent space.Res
 	for i := range shapes {
 		weights[i] = c.p.o.Problem.Weight(i)
 	}
-	return Compare(objectiveSamples(samples[0], weights), objectiveSamples(samples[1], weights), c.o), nil
+	return UTest(objectiveSamples(samples[0], weights), objectiveSamples(samples[1], weights), c.o), nil
 }
 
 // objectiveSamples turns per-shape per-call samples into per-call samples
@@ -253,16 +253,16 @@ func objectiveSamples(perShape [][]float64, weights []float64) []float64 {
 	return out
 }
 
-// Compare decides whether challenger samples are shorter than incumbent
+// UTest decides whether challenger samples are shorter than incumbent
 // samples beyond the noise: either the one-sided Mann-Whitney U test
 // rejects "not shorter" at o.Alpha and the challenger's median is more than
 // o.MinRelDiff below the incumbent's, or the 95% confidence intervals of
 // the two medians do not overlap (challenger's entirely below).
-func Compare(challenger, incumbent []float64, o ConfirmOptions) Comparison {
+func UTest(challenger, incumbent []float64, o ConfirmOptions) Confirmation {
 	ca, ib := slices.Clone(challenger), slices.Clone(incumbent)
 	slices.Sort(ca)
 	slices.Sort(ib)
-	cmpn := Comparison{
+	cmpn := Confirmation{
 		ChallengerUS: quantile(ca, 0.5), IncumbentUS: quantile(ib, 0.5),
 		Samples: min(len(ca), len(ib)), PValue: 1,
 	}

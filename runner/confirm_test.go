@@ -24,7 +24,7 @@ func noisy(seed uint64, n int, median, noise float64) []float64 {
 	return out
 }
 
-func TestCompare(t *testing.T) {
+func TestUTest(t *testing.T) {
 	o := DefaultConfirmOptions()
 	cases := []struct {
 		name                  string
@@ -40,7 +40,7 @@ func TestCompare(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Compare(tc.challenger, tc.incumbent, o)
+			c := UTest(tc.challenger, tc.incumbent, o)
 			if c.Faster != tc.faster {
 				t.Errorf("Faster = %v, want %v (%s)", c.Faster, tc.faster, c.Reason)
 			}

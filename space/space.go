@@ -1,8 +1,12 @@
 // Package space owns the vocabulary of a tuning problem: knobs with their
 // values and layer, configs with their canonical key and -D flag rendering,
 // named constraints, sampling, neighbours and the size of a space, and the
-// Result that records how far a config got through the gates. It knows
-// nothing about nvcc or GPUs.
+// Result that records how far a config got through the gates. It runs
+// nothing on nvcc or GPUs, but a Result names what they said: the Env (GPU,
+// driver, arch, nvcc, source hash) it was measured in, the Ptxas figures,
+// the Accuracy and the Timings. Those are plain records, kept here because
+// every package (evo ranks them, runner fills them, elites stores them)
+// speaks of results, and the dependencies point only towards space.
 package space
 
 // Layer says whether a knob changes the structure of a kernel (macro) or

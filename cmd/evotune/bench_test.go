@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"evotune/cmd/evotune/internal/torchcmp"
+	"evotune/elites"
 	"evotune/kernels"
 	"evotune/space"
 )
@@ -125,7 +127,7 @@ func runBenchCLI(t *testing.T, gpu *fakeBenchGPU, args ...string) (string, error
 	t.Helper()
 	var stdout bytes.Buffer
 	c := &cli{stdout: &stdout, stderr: io.Discard, now: func() time.Time { return benchNow }}
-	open := func(context.Context, gpuSetup, io.Writer) (benchGPU, error) { return gpu, nil }
+	open := func(context.Context, gpuSetup, io.Writer) (torchcmp.GPU, error) { return gpu, nil }
 	err := runBench(context.Background(), c, args, open)
 	return stdout.String(), err
 }
@@ -173,7 +175,7 @@ func TestBenchTableAndFiles(t *testing.T) {
 	if err != nil || !bytes.Equal(copied, data) {
 		t.Errorf("the archive's bench.json differs from the output's (err %v)", err)
 	}
-	var rep benchReport
+	var rep elites.Bench
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +185,16 @@ func TestBenchTableAndFiles(t *testing.T) {
 	}
 	if len(rep.Rows) != 3 || rep.Rows[0].OursOverCuDNN != 1.25 || rep.Rows[1].Source != "default" || !rep.Rows[2].Causal {
 		t.Errorf("rows: %+v", rep.Rows)
+	}
+	// What export reads back from the archive is what bench wrote.
+	kept, ok, err := elites.ReadBench(archive)
+	if err != nil || !ok {
+		t.Fatalf("ReadBench of the archive: %v, %v", ok, err)
+	}
+	fastest, found := kept.Fastest(space.Shape{B: 1, H: 8, S: 512, D: 64})
+	ours, oursFound := kept.OursOn(space.Shape{B: 1, H: 8, S: 512, D: 64}, rep.Best)
+	if !found || fastest.Backend != "cudnn" || fastest.GraphUS != 8 || !oursFound || ours.GraphUS != 10 {
+		t.Errorf("read back: fastest %+v (%v), ours %+v (%v); want cudnn at 8, ours at 10", fastest, found, ours, oursFound)
 	}
 }
 
@@ -281,7 +293,7 @@ func TestBenchFP8BesideFP16(t *testing.T) {
 			t.Errorf("bench.md lacks %q:\n%s", want, stdout)
 		}
 	}
-	var rep benchReport
+	var rep elites.Bench
 	data, err := os.ReadFile(filepath.Join(out, "bench.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -122,7 +122,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 	if workers == 0 {
 		workers = runtime.NumCPU()
 	}
-	cmp, err := evo.Compare(ctx, sp, rp, land, evo.CompareOptions{
+	sc, err := evo.CompareStrategies(ctx, sp, rp, land, evo.CompareOptions{
 		Base: opts.Search, Strategies: opts.Strategies, Seeds: opts.Seeds, FirstSeed: opts.FirstSeed,
 		Budgets: opts.Budgets, Tolerance: opts.Tolerance, Workers: workers,
 	})
@@ -139,8 +139,8 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		Seeds:      opts.Seeds,
 		FirstSeed:  opts.FirstSeed,
 		Search:     searchParams(opts.Search),
-		Comparison: cmp,
-		Goal:       cmp.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
+		Comparison: sc,
+		Goal:       sc.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
 	}
 	return rep.write(c.stdout, opts.Format)
 }
@@ -268,14 +268,14 @@ func searchParams(o evo.Options) string {
 
 // A searchBenchReport is what bench-search prints.
 type searchBenchReport struct {
-	Replay     string         `json:"replay"`
-	Problem    string         `json:"problem"`
-	Recorded   string         `json:"recorded"`
-	Seeds      int            `json:"seeds"`
-	FirstSeed  uint64         `json:"first_seed"`
-	Search     string         `json:"search"`
-	Comparison evo.Comparison `json:"comparison"`
-	Goal       evo.GoalCheck  `json:"goal"`
+	Replay     string                 `json:"replay"`
+	Problem    string                 `json:"problem"`
+	Recorded   string                 `json:"recorded"`
+	Seeds      int                    `json:"seeds"`
+	FirstSeed  uint64                 `json:"first_seed"`
+	Search     string                 `json:"search"`
+	Comparison evo.StrategyComparison `json:"comparison"`
+	Goal       evo.GoalCheck          `json:"goal"`
 }
 
 func (r searchBenchReport) write(w io.Writer, format string) error {
@@ -284,12 +284,12 @@ func (r searchBenchReport) write(w io.Writer, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r.jsonSafe())
 	}
-	cmp := r.Comparison
-	land := cmp.Landscape
-	tol := pct(cmp.Tolerance, 0)
+	sc := r.Comparison
+	land := sc.Landscape
+	tol := pct(sc.Tolerance, 0)
 	lines := []string{
 		fmt.Sprintf("replay %s (%s): %s", r.Replay, r.Problem, r.Recorded),
-		fmt.Sprintf("%d configs, %d ok, optimum %s µs, %d within %s of it", land.Configs, land.OK, us(land.Optimum), cmp.Within, tol),
+		fmt.Sprintf("%d configs, %d ok, optimum %s µs, %d within %s of it", land.Configs, land.OK, us(land.Optimum), sc.Within, tol),
 		fmt.Sprintf("%d seeds per strategy, %d..%d (exhaustive runs once: its order is fixed); evo with %s",
 			r.Seeds, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Search),
 	}
@@ -311,11 +311,11 @@ func (r searchBenchReport) write(w io.Writer, format string) error {
 	}
 	title("Fraction of the optimum reached (optimum/best; a failed config yields nothing), and P = (mean − random)/(1 − random)")
 	var rows [][]string
-	for bi, b := range cmp.Budgets {
-		for _, st := range cmp.Strategies {
+	for bi, b := range sc.Budgets {
+		for _, st := range sc.Strategies {
 			bs := st.Budgets[bi]
 			rows = append(rows, []string{strconv.Itoa(b), st.Strategy, strconv.Itoa(st.Runs),
-				fixed(bs.MeanFraction, 3), fixed(bs.MedianFraction, 3), fixed(bs.Score, 2), fixed(cmp.RandomFraction[bi], 3)})
+				fixed(bs.MeanFraction, 3), fixed(bs.MedianFraction, 3), fixed(bs.Score, 2), fixed(sc.RandomFraction[bi], 3)})
 		}
 	}
 	if err := writeTable(w, format, []string{"budget", "strategy", "runs", "mean", "median", "P", "random (exact)"}, rows); err != nil {
@@ -324,20 +324,20 @@ func (r searchBenchReport) write(w io.Writer, format string) error {
 	fmt.Fprintln(w)
 
 	title(fmt.Sprintf("Evaluations to come within %s of the optimum (median over runs, a run that never did counting as never; random search's exact mean is %s)",
-		tol, fixed(cmp.RandomReachMean, 0)))
-	largest := cmp.Budgets[len(cmp.Budgets)-1]
+		tol, fixed(sc.RandomReachMean, 0)))
+	largest := sc.Budgets[len(sc.Budgets)-1]
 	rows = nil
-	for _, st := range cmp.Strategies {
+	for _, st := range sc.Strategies {
 		med, share, ratio := fmt.Sprintf("> %d", largest), "-", "-"
 		if st.ReachMedian >= 0 {
 			med = strconv.Itoa(st.ReachMedian)
 			share = pct(float64(st.ReachMedian)/float64(land.Configs), 2)
-			ratio = fixed(float64(cmp.RandomReachMedian)/float64(st.ReachMedian), 1) + "x"
+			ratio = fixed(float64(sc.RandomReachMedian)/float64(st.ReachMedian), 1) + "x"
 		}
 		rows = append(rows, []string{st.Strategy, strconv.Itoa(st.Runs), med, share, pct(st.Reached, 0), ratio})
 	}
-	rows = append(rows, []string{"random (exact)", "-", strconv.Itoa(cmp.RandomReachMedian),
-		pct(float64(cmp.RandomReachMedian)/float64(land.Configs), 2), pct(cmp.RandomReached, 0), "1.0x"})
+	rows = append(rows, []string{"random (exact)", "-", strconv.Itoa(sc.RandomReachMedian),
+		pct(float64(sc.RandomReachMedian)/float64(land.Configs), 2), pct(sc.RandomReached, 0), "1.0x"})
 	header := []string{"strategy", "runs", "median evals", "share of space", fmt.Sprintf("reached by %d", largest), "random ÷ this"}
 	if err := writeTable(w, format, header, rows); err != nil {
 		return err

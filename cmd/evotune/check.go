@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"evotune/kernels"
@@ -47,7 +45,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&opts.Config, "config", opts.Config, "the configuration as `k=v,...`; knobs not named take their default")
 	opts.problem.register(fs, true)
 	fs.BoolVar(&opts.CompileOnly, "compile-only", opts.CompileOnly, "stop after the ptxas gate (no GPU needed)")
-	opts.gpu.register(fs, "sm_89")
+	opts.gpu.register(fs, kernels.DefaultArch)
 	fs.IntVar(&opts.GPU, "gpu", opts.GPU, "index of the GPU to check on")
 	fs.StringVar(&opts.KernelSource, "kernel-source", opts.KernelSource, "compile this .cu `file` in place of the embedded kernel (same entry points and SdpaParams)")
 	if _, err := c.parseFlags(fs, args, false); err != nil {
@@ -67,7 +65,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	}
 	// The config is read against the architecture's default space first, so
 	// that a mistyped knob is reported before any GPU or nvcc is looked for.
-	sp, err := familySpace("check", prob, cmpOr(opts.gpu.Arch, "sm_89"))
+	sp, err := familySpace("check", prob, cmpOr(opts.gpu.Arch, kernels.DefaultArch))
 	if err != nil {
 		return err
 	}
@@ -84,23 +82,24 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	if opts.CompileOnly {
-		return compileOnly(ctx, c.stdout, opts, prob, cfg, src)
-	}
-	opts.gpu.GPUs = []int{opts.GPU}
+	opts.gpu.GPUs, opts.gpu.gpusFlag = []int{opts.GPU}, "--gpu"
 	if opts.KernelSource != "" {
 		opts.gpu.Source = &src
 	}
-	rig, err := openGPU(ctx, "check", opts.gpu, c.stderr)
+	if opts.CompileOnly {
+		opts.gpu.Jobs = 1
+		return compileOnly(ctx, c.stdout, opts, prob, cfg)
+	}
+	rig, err := opts.gpu.open(ctx, "check", false, c.stderr)
 	if err != nil {
 		return fmt.Errorf("%w (use --compile-only --arch sm_XY to check without a GPU)", err)
 	}
 	defer rig.Close()
-	sp, err = kernels.SDPASpace(prob, rig.target)
+	sp, err = rig.Space(prob)
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
 	}
-	pipe, err := rig.pipeline(prob, sp)
+	pipe, err := rig.Pipeline(prob, sp)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
@@ -114,33 +113,19 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 
 // compileOnly takes cfg through the constraint, nvcc and ptxas gates on the
 // named architecture (or the GPU's, when there is one) and prints the
-// figures and the cubin's path. src is the kernel source it compiles.
-func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem, cfg space.Config, src kernels.Source) error {
-	arch := opts.gpu.Arch
-	if arch == "" {
-		n, err := runner.OpenNVML()
-		if err != nil {
-			return usagef("check", "--compile-only needs --arch on a machine with no GPU (%v)", err)
-		}
-		devs, err := n.Devices()
-		n.Close()
-		if err != nil || opts.GPU >= len(devs) {
-			return usagef("check", "--compile-only: cannot read GPU %d's architecture; name it with --arch", opts.GPU)
-		}
-		if arch, err = runner.ResolveArch("", devs[opts.GPU].ComputeCap); err != nil {
-			return usagef("check", "--arch: %v", err)
-		}
-	}
-	target, err := kernels.TargetFor(arch)
+// figures and the cubin's path.
+func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem, cfg space.Config) error {
+	rig, err := opts.gpu.open(ctx, "check", true, nil)
 	if err != nil {
-		return usagef("check", "--arch: %v", err)
+		return err
 	}
-	sp, err := kernels.SDPASpace(prob, target)
+	defer rig.Close()
+	sp, err := rig.Space(prob)
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
 	}
 	fmt.Fprintf(w, "config:     %s\n", cfg.Key())
-	fmt.Fprintf(w, "problem:    %s on %s\n", problemLine(prob), arch)
+	fmt.Fprintf(w, "problem:    %s on %s\n", problemLine(prob), rig.Arch())
 	if err := sp.Check(cfg); err != nil {
 		fmt.Fprintf(w, "constraint: rejected: %v\n", err)
 		return fmt.Errorf("check: %s stopped at the constraint gate", cfg.Key())
@@ -150,24 +135,7 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	if err != nil {
 		return fmt.Errorf("check: rendering flags: %w", err)
 	}
-	nvcc, err := runner.FindNVCC(ctx, opts.gpu.NVCC, os.Getenv("CUDA_HOME"))
-	if err != nil {
-		return fmt.Errorf("check --nvcc: %w", err)
-	}
-	cacheDir, err := cacheDirectory(opts.gpu.Cache)
-	if err != nil {
-		return fmt.Errorf("check --cache: %w", err)
-	}
-	cache, err := runner.OpenCache(filepath.Join(cacheDir, "cubins"), 0)
-	if err != nil {
-		return fmt.Errorf("check --cache: %w", err)
-	}
-	pool, err := runner.NewCompilePool(runner.CompileOptions{NVCC: nvcc, Arch: arch, Source: src, Cache: cache, Jobs: 1})
-	if err != nil {
-		return fmt.Errorf("check: %w", err)
-	}
-	defer pool.Close()
-	cub, err := pool.Compile(ctx, flags)
+	cub, err := rig.Compiler().Compile(ctx, flags)
 	var ce *runner.CompileError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(w, "compile:    failed: %s\n", ce.Reason)
@@ -181,7 +149,7 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	if cub.Cached {
 		cached = " (from the cache)"
 	}
-	fmt.Fprintf(w, "compile:    ok, nvcc %s, %.1f s%s\n", nvcc.Version, cub.CompileSec, cached)
+	fmt.Fprintf(w, "compile:    ok, nvcc %s, %.1f s%s\n", rig.NVCC().Version, cub.CompileSec, cached)
 	fmt.Fprintf(w, "flags:      %s\n", strings.Join(flags, " "))
 	rep, err := runner.ParsePtxas(cub.Ptxas)
 	if err != nil {
@@ -194,7 +162,7 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 		}
 	}
 	fmt.Fprintf(w, "cubin:      %s\n", cub.Path)
-	if reason := runner.DefaultGateLimits(target.SharedPerBlock).Check(worst); reason != "" {
+	if reason := runner.DefaultGateLimits(rig.Target().SharedPerBlock).Check(worst); reason != "" {
 		fmt.Fprintf(w, "ptxas gate: rejected: %s\n", reason)
 		return fmt.Errorf("check: %s stopped at the ptxas gate", cfg.Key())
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"evotune/elites"
+	"evotune/internal/durable"
+	"evotune/kernels"
 	"evotune/space"
 )
 
@@ -135,7 +137,7 @@ func newExport(a *elites.Archive, name, archivePath string, now time.Time) (expo
 	if err != nil {
 		return export{}, fmt.Errorf("export: %w", err)
 	}
-	sp, err := familySpace("export", meta.Problem, cmpOr(meta.Arch, "sm_89"))
+	sp, err := familySpace("export", meta.Problem, cmpOr(meta.Arch, kernels.DefaultArch))
 	if err != nil {
 		return export{}, fmt.Errorf("export: the archive's problem: %w", err)
 	}
@@ -152,7 +154,7 @@ func newExport(a *elites.Archive, name, archivePath string, now time.Time) (expo
 	if ev.Default != nil {
 		exp.DefaultObjectiveUS = ev.Default.Objective
 	}
-	bench, ok, err := elites.ReadTorchBench(a.Dir())
+	bench, ok, err := elites.ReadBench(a.Dir())
 	if err != nil {
 		return export{}, fmt.Errorf("export: %w", err)
 	}
@@ -230,8 +232,8 @@ type torchShape struct {
 	Speedup float64 `json:"speedup"` // TorchUS / OursUS
 }
 
-func torchComparisonOf(b elites.TorchBench, best space.Result, p space.Problem) *torchComparison {
-	tc := &torchComparison{Bench: b.Path, Version: b.Version}
+func torchComparisonOf(b elites.Bench, best space.Result, p space.Problem) *torchComparison {
+	tc := &torchComparison{Bench: b.Path, Version: b.Torch}
 	for _, shape := range p.Shapes {
 		t, ok := b.Fastest(shape)
 		if !ok {
@@ -381,8 +383,8 @@ func checkReplaceable(dir, name string, force bool) error {
 	return nil
 }
 
-// writeExport writes the header and the JSON into dir, each atomically, so
-// that a build never includes half a header.
+// writeExport writes the header and the JSON into dir, each durably, so
+// that a build never includes half a header, even after a power cut.
 func writeExport(dir, name string, header, data []byte) (string, string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("export: creating %s: %w", dir, err)
@@ -392,13 +394,8 @@ func writeExport(dir, name string, header, data []byte) (string, string, error) 
 		path string
 		data []byte
 	}{{h, header}, {j, data}} {
-		tmp := f.path + ".tmp"
-		if err := os.WriteFile(tmp, f.data, 0o644); err != nil {
-			return "", "", fmt.Errorf("export: writing %s: %w", f.path, err)
-		}
-		if err := os.Rename(tmp, f.path); err != nil {
-			os.Remove(tmp)
-			return "", "", fmt.Errorf("export: writing %s: %w", f.path, err)
+		if err := durable.WriteFile(f.path, f.data, 0o644); err != nil {
+			return "", "", fmt.Errorf("export: %w", err)
 		}
 	}
 	return h, j, nil

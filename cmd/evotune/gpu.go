@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
-	"time"
 
 	"evotune/evo"
 	"evotune/kernels"
@@ -20,7 +18,7 @@ import (
 )
 
 // gpuSetup is what compiling and running candidates on this machine needs:
-// flags shared by tune and check.
+// the flags shared by tune, check and bench.
 type gpuSetup struct {
 	Arch  string
 	NVCC  string
@@ -30,6 +28,9 @@ type gpuSetup struct {
 	// Source is compiled in place of the embedded kernel source when set
 	// (--kernel-source).
 	Source *kernels.Source
+	// gpusFlag is the flag that picks the GPUs: --gpus for tune, --gpu
+	// for the commands that run on one.
+	gpusFlag string
 }
 
 // register adds the flags that say where and how candidates compile, bound
@@ -40,173 +41,79 @@ func (s *gpuSetup) register(fs *pflag.FlagSet, archExample string) {
 	fs.StringVar(&s.Cache, "cache", s.Cache, "compile cache `directory` (default: the user cache directory)")
 }
 
-// probeTimeout bounds the worker's first answer (device info).
-const probeTimeout = 60 * time.Second
-
-// A gpuRig is the opened GPU path: NVML, the compile pool and one worker
-// per GPU. Close releases all of it.
-type gpuRig struct {
-	nvml    *runner.NVML
-	nvcc    runner.NVCC
-	arch    string
-	target  kernels.Target
-	pool    *runner.CompilePool
-	workers []*runner.Worker
-	gpus    []runner.GPU
-	source  kernels.Source
-}
-
-// openGPU finds the GPUs, nvcc and the architecture, builds the worker (or
-// takes it from the cache) and starts one worker per GPU. With no GPU it
-// fails with an error that says so; cmd names the subcommand.
-func openGPU(ctx context.Context, cmd string, s gpuSetup, stderr io.Writer) (_ *gpuRig, err error) {
-	rig := &gpuRig{source: kernels.SDPASource()}
-	if s.Source != nil {
-		rig.source = *s.Source
-	}
-	defer func() {
-		if err != nil {
-			rig.Close()
-		}
-	}()
-	rig.nvml, err = runner.OpenNVML()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	devs, err := rig.nvml.Devices()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	indices := s.GPUs
-	if len(indices) == 0 {
-		indices = []int{0}
-	}
-	for _, i := range indices {
-		if i >= len(devs) {
-			return nil, usagef(cmd, "--gpus: no GPU %d (this machine has %d)", i, len(devs))
-		}
-	}
-	rig.arch, err = runner.ResolveArch(s.Arch, devs[indices[0]].ComputeCap)
-	if err != nil {
-		return nil, usagef(cmd, "--arch: %v", err)
-	}
-	rig.nvcc, err = runner.FindNVCC(ctx, s.NVCC, os.Getenv("CUDA_HOME"))
-	if err != nil {
-		return nil, fmt.Errorf("%s --nvcc: %w", cmd, err)
-	}
-	cacheDir, err := cacheDirectory(s.Cache)
-	if err != nil {
-		return nil, fmt.Errorf("%s --cache: %w", cmd, err)
-	}
-	cache, err := runner.OpenCache(filepath.Join(cacheDir, "cubins"), 0)
-	if err != nil {
-		return nil, fmt.Errorf("%s --cache: %w", cmd, err)
-	}
-	bin, err := runner.BuildWorker(ctx, rig.nvcc.Path, rig.arch, filepath.Join(cacheDir, "worker"))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	for _, i := range indices {
-		w, err := runner.StartWorker(ctx, bin, i, stderr)
-		if err != nil {
-			return nil, fmt.Errorf("%s: starting the GPU worker on GPU %d: %w", cmd, i, err)
-		}
-		rig.workers = append(rig.workers, w)
-		target, _, err := runner.ProbeTarget(ctx, w, rig.arch, probeTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("%s: GPU %d: %w", cmd, i, err)
-		}
-		if len(rig.gpus) == 0 {
-			rig.target = target
-		} else {
-			// Every GPU runs the same candidates: the space is built for the
-			// most constrained one.
-			rig.target.SMs = min(rig.target.SMs, target.SMs)
-			rig.target.SharedPerBlock = min(rig.target.SharedPerBlock, target.SharedPerBlock)
-		}
-		d := devs[i]
-		rig.gpus = append(rig.gpus, runner.GPU{Device: w, NVMLIndex: i,
-			Env: space.Env{GPU: d.Name, GPUUUID: d.UUID, ComputeCap: d.ComputeCap, Driver: d.Driver}})
-	}
-	rig.pool, err = runner.NewCompilePool(runner.CompileOptions{
-		NVCC: rig.nvcc, Arch: rig.arch, Source: rig.source, Cache: cache, Jobs: s.Jobs,
+// open opens the rig the flags describe; its errors name the flag at fault
+// and the subcommand cmd.
+func (s gpuSetup) open(ctx context.Context, cmd string, compileOnly bool, stderr io.Writer) (*runner.Rig, error) {
+	rig, err := runner.Open(ctx, runner.Setup{
+		Arch: s.Arch, NVCC: s.NVCC, CUDAHome: os.Getenv("CUDA_HOME"), Cache: s.Cache, GPUs: s.GPUs, Jobs: s.Jobs,
+		Source: s.Source, CompileOnly: compileOnly, Stderr: stderr,
 	})
-	if err != nil {
+	if err == nil {
+		return rig, nil
+	}
+	var se *runner.SetupError
+	if !errors.As(err, &se) {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
-	return rig, nil
-}
-
-// cacheDirectory is --cache, or evotune's directory in the user cache.
-func cacheDirectory(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
+	switch se.Field {
+	case runner.FieldArch:
+		return nil, usagef(cmd, "--arch: %v", se.Err)
+	case runner.FieldGPUs:
+		return nil, usagef(cmd, "%s: %v", cmp.Or(s.gpusFlag, "--gpus"), se.Err)
+	case runner.FieldNVCC:
+		return nil, fmt.Errorf("%s --nvcc: %w", cmd, se.Err)
+	case runner.FieldCache:
+		return nil, fmt.Errorf("%s --cache: %w", cmd, se.Err)
 	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "evotune"), nil
-}
-
-// env is the provenance every result of this rig shares; the pipeline adds
-// the GPU's own identity.
-func (r *gpuRig) env() space.Env {
-	env := space.Env{Arch: r.arch, NVCC: r.nvcc.Version, SourceHash: r.source.Hash}
-	if len(r.gpus) > 0 {
-		g := r.gpus[0].Env
-		env.GPU, env.ComputeCap, env.Driver = g.GPU, g.ComputeCap, g.Driver
-	}
-	return env
-}
-
-// pipeline returns the GPU evaluator for problem p over space sp.
-func (r *gpuRig) pipeline(p space.Problem, sp *space.Space) (*runner.Pipeline, error) {
-	return runner.NewPipeline(runner.PipelineOptions{
-		Space: sp, Problem: p, Target: r.target, Compiler: r.pool, GPUs: r.gpus,
-		Gate: runner.DefaultGateLimits(r.target.SharedPerBlock), Env: r.env(), Telemetry: r.nvml,
-	})
-}
-
-// Close stops the workers and releases NVML and the compile pool.
-func (r *gpuRig) Close() error {
-	var errs []error
-	for _, w := range r.workers {
-		errs = append(errs, w.Close())
-	}
-	if r.pool != nil {
-		errs = append(errs, r.pool.Close())
-	}
-	if r.nvml != nil {
-		errs = append(errs, r.nvml.Close())
-	}
-	return errors.Join(errs...)
+	return nil, fmt.Errorf("%s: %w", cmd, err)
 }
 
 // gpuBackend compiles and times candidates on this machine's GPUs.
 // src, when not nil, is compiled in place of the embedded kernel source.
 func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, src *kernels.Source, stderr io.Writer) (backend, error) {
 	setup := gpuSetup{Arch: opts.Arch, NVCC: opts.NVCC, Cache: opts.Cache, GPUs: opts.GPUs, Jobs: opts.Jobs, Source: src}
-	rig, err := openGPU(ctx, "tune", setup, stderr)
+	rig, err := setup.open(ctx, "tune", false, stderr)
 	if err != nil {
 		return backend{}, fmt.Errorf("%w (to search without a GPU, use --replay FILE)", err)
 	}
-	sp, err := kernels.SDPASpace(prob, rig.target)
+	sp, err := rig.Space(prob)
 	if err != nil {
 		rig.Close()
 		return backend{}, usagef("tune", "--shape: %v", err)
 	}
-	pipe, err := rig.pipeline(prob, sp)
+	pipe, err := rig.Pipeline(prob, sp)
 	if err != nil {
 		rig.Close()
 		return backend{}, fmt.Errorf("tune: %w", err)
 	}
-	name := fmt.Sprintf("%s on %d GPU(s), nvcc %s", rig.gpus[0].Env.GPU, len(rig.gpus), rig.nvcc.Version)
+	confirm, err := confirmer(pipe)
+	if err != nil {
+		rig.Close()
+		return backend{}, fmt.Errorf("tune: %w", err)
+	}
+	gpus := rig.GPUs()
+	name := fmt.Sprintf("%s on %d GPU(s), nvcc %s", gpus[0].Env.GPU, len(gpus), rig.NVCC().Version)
 	if opts.KernelSource != "" {
 		name += ", kernel source " + opts.KernelSource
 	}
 	// Enough candidates in flight that every nvcc job has work while each
 	// GPU checks or times one and has the next compiled and waiting.
-	parallel := cmp.Or(opts.Jobs, runtime.NumCPU()) + 2*len(rig.gpus)
-	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.env(), clock: evo.WallClock{}, close: rig.Close, parallel: parallel}, nil
+	parallel := cmp.Or(opts.Jobs, runtime.NumCPU()) + 2*len(gpus)
+	return backend{name: name, problem: prob, space: sp, eval: pipe, env: rig.Env(), clock: evo.WallClock{}, close: rig.Close,
+		confirm: confirm, parallel: parallel}, nil
+}
+
+// confirmer returns the search's confirmer on the GPU: an elite is
+// displaced only by a challenger that is faster when both are measured
+// again, interleaved, on one GPU.
+func confirmer(pipe *runner.Pipeline) (evo.Confirmer, error) {
+	c, err := runner.NewConfirmer(pipe, runner.ConfirmOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return evo.ConfirmerFunc(func(ctx context.Context, challenger, incumbent space.Result) (evo.Verdict, error) {
+		v, err := c.Confirm(ctx, challenger, incumbent)
+		return evo.Verdict{Displace: v.Faster, ChallengerUS: v.ChallengerUS, IncumbentUS: v.IncumbentUS,
+			PValue: v.PValue, Reason: v.Reason}, err
+	}), nil
 }

@@ -46,19 +46,11 @@ func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
 // problem validates the flags and returns the problem they name. Errors are
 // usage errors of cmd naming the flag at fault.
 func (p problemFlags) problem(cmd string) (space.Problem, error) {
-	prob := space.Problem{Family: kernels.Family, Dtype: p.Dtype, OutDtype: p.OutDtype, Causal: p.Causal}
-	if !slices.Contains(space.Dtypes(), p.Dtype) {
-		return space.Problem{}, usagef(cmd, "--dtype %q: want %s", p.Dtype, space.DtypeList())
+	outDtype, err := checkDtypes(cmd, p.Dtype, p.OutDtype)
+	if err != nil {
+		return space.Problem{}, err
 	}
-	switch {
-	case p.OutDtype == "":
-	case p.Dtype != "fp8":
-		return space.Problem{}, usagef(cmd, "--out-dtype %s: only --dtype fp8 takes one (%s writes %s)", p.OutDtype, p.Dtype, p.Dtype)
-	case p.OutDtype != "fp16" && p.OutDtype != "bf16":
-		return space.Problem{}, usagef(cmd, "--out-dtype %q: want fp16 or bf16", p.OutDtype)
-	case p.OutDtype == "fp16":
-		prob.OutDtype = "" // fp16 is the default output: one spelling in the archive
-	}
+	prob := space.Problem{Family: kernels.Family, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal}
 	// A repeated flag replaces the default rather than adding to it.
 	shapes := p.Shapes
 	if len(shapes) == 0 {
@@ -99,6 +91,25 @@ func checkToolchain(ctx context.Context, cmd, nvccFlag string, prob space.Proble
 		return fmt.Errorf("%s: %w (%s; pass --nvcc or set CUDA_HOME)", cmd, err, nvcc.Path)
 	}
 	return nil
+}
+
+// checkDtypes checks --dtype and --out-dtype, the one place the command
+// line does, and returns the output dtype as an archive spells it: fp16,
+// the default output, is "".
+func checkDtypes(cmd, dtype, outDtype string) (string, error) {
+	if !slices.Contains(space.Dtypes(), dtype) {
+		return "", usagef(cmd, "--dtype %q: want %s", dtype, space.DtypeList())
+	}
+	switch {
+	case outDtype == "":
+	case dtype != "fp8":
+		return "", usagef(cmd, "--out-dtype %s: only --dtype fp8 takes one (%s writes %s)", outDtype, dtype, dtype)
+	case outDtype != "fp16" && outDtype != "bf16":
+		return "", usagef(cmd, "--out-dtype %q: want fp16 or bf16", outDtype)
+	case outDtype == "fp16":
+		return "", nil
+	}
+	return outDtype, nil
 }
 
 // parseWeightedShape reads "BxHxSxD" or "BxHxSxD:W".

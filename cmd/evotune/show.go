@@ -63,7 +63,7 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	defer a.Close()
 	warnSkipped(c.stderr, a)
 	if meta := a.Meta(); meta.Problem.Family != "" {
-		if sp, err := familySpace("show", meta.Problem, cmpOr(meta.Arch, "sm_89")); err == nil {
+		if sp, err := familySpace("show", meta.Problem, cmpOr(meta.Arch, kernels.DefaultArch)); err == nil {
 			warnForeign(c.stderr, a, sp)
 		}
 	}
@@ -179,7 +179,7 @@ func newShowReport(a *elites.Archive, top int) showReport {
 func familyDefault(p space.Problem, arch string) (space.Config, []space.Knob) {
 	t, err := kernels.TargetFor(arch)
 	if err != nil {
-		t, err = kernels.TargetFor("sm_89")
+		t, err = kernels.TargetFor(kernels.DefaultArch)
 	}
 	if err != nil {
 		return nil, nil

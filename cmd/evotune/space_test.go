@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestSpaceGolden(t *testing.T) {
@@ -58,25 +57,5 @@ func TestSpaceErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d, %q", code, stderr, exitUsage, tc.want)
 			}
 		})
-	}
-}
-
-func TestHuman(t *testing.T) {
-	cases := []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{800 * time.Millisecond, "800ms"},
-		{time.Second, "1s"},
-		{4*time.Minute + 10*time.Second, "4m10s"},
-		{6 * time.Minute, "6m"},
-		{2*time.Hour + 5*time.Minute + 40*time.Second, "2h6m"},
-		{8 * time.Hour, "8h"},
-	}
-	for _, tc := range cases {
-		if got := human(tc.d); got != tc.want {
-			t.Errorf("human(%v) = %q, want %q", tc.d, got, tc.want)
-		}
 	}
 }

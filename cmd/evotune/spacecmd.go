@@ -32,7 +32,7 @@ func spaceCommand() command {
 }
 
 func runSpace(ctx context.Context, c *cli, args []string) error {
-	opts := spaceOptions{problem: defaultProblem(), Arch: "sm_89"}
+	opts := spaceOptions{problem: defaultProblem(), Arch: kernels.DefaultArch}
 	fs := newFlagSet("space")
 	opts.problem.register(fs, true)
 	fs.StringVar(&opts.Arch, "arch", opts.Arch, "target architecture whose limits the constraints use")

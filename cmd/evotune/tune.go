@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,7 @@ func defaultTuneOptions() tuneOptions {
 	return tuneOptions{
 		problem:       defaultProblem(),
 		Archive:       "evotune-archive",
-		Strategy:      "evo",
+		Strategy:      evo.StrategyEvo,
 		Seed:          1,
 		Parallel:      0, // auto: see backend.parallel
 		Population:    0, // auto: see tuneOptions.evoOptions
@@ -65,9 +66,6 @@ func defaultTuneOptions() tuneOptions {
 		ProgressEvery: 10 * time.Second,
 	}
 }
-
-// strategies returns the search strategies evotune tune accepts.
-func strategies() []string { return []string{"evo", "random", "exhaustive"} }
 
 func tuneCommand() command {
 	return command{
@@ -112,7 +110,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if opts.Replay == "" {
 		// A problem the family cannot build (a head dimension it does not
 		// have) is a usage error, found before any GPU or nvcc is looked for.
-		if _, err := familySpace("tune", prob, cmpOr(opts.Arch, "sm_89")); err != nil {
+		if _, err := familySpace("tune", prob, cmpOr(opts.Arch, kernels.DefaultArch)); err != nil {
 			return err
 		}
 		if err := checkToolchain(ctx, "tune", opts.NVCC, prob); err != nil {
@@ -157,10 +155,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	}
 	eo := opts.evoOptions(b.clock, progress)
 	eo.Seeds = seeds
-	eo.Confirmer, err = gpuConfirmer(b.eval)
-	if err != nil {
-		return fmt.Errorf("tune: %w", err)
-	}
+	eo.Confirmer = b.confirm
 	search, err := evo.New(b.space, b.eval, archive, eo)
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
@@ -194,7 +189,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	o.problem.register(fs, true)
 	fs.StringVar(&o.Archive, "archive", o.Archive, "archive `directory`: created if absent, resumed if it holds this problem")
-	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "search strategy: "+strings.Join(strategies(), ", "))
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "search strategy: "+strings.Join(evo.Strategies(), ", "))
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the search's random number generator")
 	fs.IntVar(&o.Evals, "evals", o.Evals, "stop after this many evaluations in total, resumed runs included (0: no limit)")
 	fs.DurationVar(&o.Budget, "budget", o.Budget, "stop when the search has run this long in total, resumed runs included, e.g. 8h (0: no limit)")
@@ -244,6 +239,10 @@ type backend struct {
 	env     space.Env
 	clock   evo.Clock
 	close   func() error
+	// confirm re-measures a challenger beside the elite it would displace;
+	// nil where timings are fixed (a replay), since measuring them again
+	// would find the same.
+	confirm evo.Confirmer
 	// parallel is how many candidates keep this backend busy, the
 	// --parallel 0 default.
 	parallel int
@@ -479,13 +478,9 @@ func (o tuneOptions) validate(evalsSet bool) error {
 	if _, err := o.problem.problem("tune"); err != nil {
 		return err
 	}
-	known := false
-	for _, s := range strategies() {
-		known = known || s == o.Strategy
-	}
 	switch {
-	case !known:
-		return usagef("tune", "--strategy %q: want one of %s", o.Strategy, strings.Join(strategies(), ", "))
+	case !slices.Contains(evo.Strategies(), o.Strategy):
+		return usagef("tune", "--strategy %q: want one of %s", o.Strategy, strings.Join(evo.Strategies(), ", "))
 	case o.Archive == "":
 		return usagef("tune", "--archive must name a directory")
 	case evalsSet && o.Evals <= 0, o.Evals < 0:
@@ -519,24 +514,4 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		}
 	}
 	return nil
-}
-
-// gpuConfirmer returns the confirmer of a GPU evaluator: an elite is
-// displaced only by a challenger that is faster when both are measured
-// again, interleaved, on one GPU. A replay evaluator has none (nil): its
-// timings are fixed, and measuring them again would find the same.
-func gpuConfirmer(ev evo.Evaluator) (evo.Confirmer, error) {
-	pipe, ok := ev.(*runner.Pipeline)
-	if !ok {
-		return nil, nil
-	}
-	c, err := runner.NewConfirmer(pipe, runner.ConfirmOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return evo.ConfirmerFunc(func(ctx context.Context, challenger, incumbent space.Result) (evo.Verdict, error) {
-		cmp, err := c.Confirm(ctx, challenger, incumbent)
-		return evo.Verdict{Displace: cmp.Faster, ChallengerUS: cmp.ChallengerUS, IncumbentUS: cmp.IncumbentUS,
-			PValue: cmp.PValue, Reason: cmp.Reason}, err
-	}), nil
 }

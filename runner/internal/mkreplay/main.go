@@ -106,7 +106,7 @@ func run(args []string, stderr io.Writer) error {
 }
 
 // arch is the recorded target: an L4's architecture.
-const arch = "sm_89"
+const arch = kernels.DefaultArch
 
 // problem is the recorded problem: one 1x8x512x64 shape of dtype.
 func problem(dtype string) space.Problem {

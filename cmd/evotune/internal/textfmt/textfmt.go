@@ -1,0 +1,131 @@
+// Package textfmt renders evotune's figures for people, the same way in
+// every command's output: problems, microseconds, hashes, durations,
+// status counts and tables.
+package textfmt
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"evotune/space"
+)
+
+// Problem renders a problem for people: "sdpa 1x8x512x64 fp16".
+func Problem(p space.Problem) string {
+	var shapes []string
+	for i, s := range p.Shapes {
+		if len(p.Weights) > 0 {
+			shapes = append(shapes, fmt.Sprintf("%s:%g", s, p.Weight(i)))
+		} else {
+			shapes = append(shapes, s.String())
+		}
+	}
+	line := p.Family + " " + strings.Join(shapes, ",") + " " + p.Dtype
+	if p.OutDtype != "" {
+		line += "->" + p.OutDtype
+	}
+	if p.Causal {
+		line += " causal"
+	}
+	return line
+}
+
+// StatusCounts renders the counts of a status table in a fixed order:
+// ", 3 ok, 1 incorrect".
+func StatusCounts(by map[space.Status]int) string {
+	order := []space.Status{space.StatusOK, space.StatusConstraint, space.StatusCompileError, space.StatusPtxasReject,
+		space.StatusIncorrect, space.StatusFault, space.StatusTimeout}
+	var b strings.Builder
+	for _, s := range order {
+		if n := by[s]; n > 0 {
+			fmt.Fprintf(&b, ", %d %s", n, s)
+		}
+	}
+	return b.String()
+}
+
+// US renders microseconds: two decimals below 100, one above, "-" for none.
+func US(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+}
+
+// OrUnknown is s, or "unknown" when s is empty.
+func OrUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// ShortHash is the first twelve characters of a hash.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return OrUnknown(h)
+}
+
+// Human renders a duration for people: "4m10s", "6m", "2h5m", "800ms".
+func Human(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		d = d.Round(time.Second)
+	default:
+		d = d.Round(time.Minute)
+	}
+	h, m, s := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if s > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%ds", s)
+	}
+	return b.String()
+}
+
+// Table renders a table as text (format "table") or as a markdown table
+// (format "markdown"). Headers are printed as given: units such as µs must
+// not be upper-cased.
+func Table(w io.Writer, format string, header []string, rows [][]string) error {
+	opts := []tablewriter.Option{
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+	}
+	if format == "markdown" {
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
+	} else {
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Symbols: tw.NewSymbols(tw.StyleLight),
+		})))
+	}
+	t := tablewriter.NewTable(w, opts...)
+	t.Header(header)
+	if err := t.Bulk(rows); err != nil {
+		return fmt.Errorf("rendering table: %w", err)
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("rendering table: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"evotune/kernels"
+	"evotune/space"
+)
+
+// TestOpenSetupErrors: a setup that cannot work names the field at fault,
+// so that the command line can name its flag. None of these needs a GPU.
+func TestOpenSetupErrors(t *testing.T) {
+	tmp := t.TempDir()
+	nvcc := fakeNVCC(t, filepath.Join(tmp, "bin"), "12.0.1")
+	notADir := filepath.Join(tmp, "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		setup Setup
+		field string
+		want  string
+	}{
+		{"arch the family lacks", Setup{CompileOnly: true, Arch: "sm_70", NVCC: nvcc, Cache: tmp}, FieldArch, `architecture "sm_70"`},
+		{"no such nvcc", Setup{CompileOnly: true, Arch: "sm_89", NVCC: filepath.Join(tmp, "nowhere", "nvcc"), Cache: tmp}, FieldNVCC, "nowhere"},
+		{"cache under a file", Setup{CompileOnly: true, Arch: "sm_89", NVCC: nvcc, Cache: filepath.Join(notADir, "cache")}, FieldCache, "cubin cache"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rig, err := Open(context.Background(), tt.setup)
+			if err == nil {
+				rig.Close()
+				t.Fatal("Open succeeded")
+			}
+			var se *SetupError
+			if !errors.As(err, &se) || se.Field != tt.field || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open: %v (%T); want a SetupError on %s containing %q", err, err, tt.field, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), tt.field+": ") {
+				t.Errorf("error %q does not start with its field", err)
+			}
+		})
+	}
+}
+
+// TestOpenCompileOnly opens the compile path alone for a named
+// architecture: the architecture's target, the nvcc found, no GPU, and a
+// pipeline refused for want of one.
+func TestOpenCompileOnly(t *testing.T) {
+	tmp := t.TempDir()
+	nvcc := fakeNVCC(t, filepath.Join(tmp, "bin"), "12.0.7")
+	src := kernels.SDPASource()
+	src.Hash = "feedface"
+	rig, err := Open(context.Background(), Setup{CompileOnly: true, Arch: "sm_90", NVCC: nvcc, Cache: filepath.Join(tmp, "cache"), Source: &src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rig.Close()
+	want, _ := kernels.TargetFor("sm_90")
+	if rig.Arch() != "sm_90" || rig.Target() != want || rig.NVCC().Version != "12.0.7" || len(rig.GPUs()) != 0 || rig.Compiler() == nil {
+		t.Errorf("rig: arch %s, target %+v, nvcc %+v, %d GPUs; want sm_90, %+v, 12.0.7, none", rig.Arch(), rig.Target(), rig.NVCC(), len(rig.GPUs()), want)
+	}
+	if env := rig.Env(); env != (space.Env{Arch: "sm_90", NVCC: "12.0.7", SourceHash: "feedface"}) {
+		t.Errorf("Env = %+v", env)
+	}
+	if fi, err := os.Stat(filepath.Join(tmp, "cache", "cubins")); err != nil || !fi.IsDir() {
+		t.Errorf("cubin cache not created: %v", err)
+	}
+	p := space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
+	sp, err := rig.Space(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rig.Pipeline(p, sp); err == nil {
+		t.Error("Pipeline of a compile-only rig succeeded; want an error")
+	}
+}
+
+func TestCacheDirectory(t *testing.T) {
+	if got, err := CacheDirectory("/x/y"); got != "/x/y" || err != nil {
+		t.Errorf("CacheDirectory(/x/y) = %q, %v", got, err)
+	}
+	t.Setenv("XDG_CACHE_HOME", "/cache/home")
+	t.Setenv("HOME", "/home/u")
+	if got, err := CacheDirectory(""); got != "/cache/home/evotune" || err != nil {
+		t.Errorf("CacheDirectory(\"\") = %q, %v; want /cache/home/evotune", got, err)
+	}
+}
