@@ -15,7 +15,10 @@ func statusCounts(by map[space.Status]int) string { return textfmt.StatusCounts(
 func us(v float64) string                         { return textfmt.US(v) }
 func orUnknown(s string) string                   { return textfmt.OrUnknown(s) }
 func shortHash(h string) string                   { return textfmt.ShortHash(h) }
-func human(d time.Duration) string                { return textfmt.Human(d) }
+func configChanges(c, def space.Config, knobs []space.Knob) string {
+	return textfmt.ConfigChanges(c, def, knobs)
+}
+func human(d time.Duration) string { return textfmt.Human(d) }
 func writeTable(w io.Writer, format string, header []string, rows [][]string) error {
 	return textfmt.Table(w, format, header, rows)
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"evotune/cmd/evotune/internal/reportmd"
 )
 
 // svgCounts parses an SVG file as XML and counts what the report's plots
@@ -118,10 +120,10 @@ func TestReportPlots(t *testing.T) {
 		file string
 		want svgCounts
 	}{
-		{plotEvals, svgCounts{polylines: []int{step}}},
-		{plotTime, svgCounts{polylines: []int{step}}},
-		{plotGates, svgCounts{bars: len(statuses)}},
-		{plotRegisters, svgCounts{circles: ok}},
+		{reportmd.PlotEvals, svgCounts{polylines: []int{step}}},
+		{reportmd.PlotTime, svgCounts{polylines: []int{step}}},
+		{reportmd.PlotGates, svgCounts{bars: len(statuses)}},
+		{reportmd.PlotRegisters, svgCounts{circles: ok}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -136,7 +138,7 @@ func TestReportPlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{plotEvals, plotTime, plotGates, plotRegisters} {
+	for _, f := range []string{reportmd.PlotEvals, reportmd.PlotTime, reportmd.PlotGates, reportmd.PlotRegisters} {
 		if !strings.Contains(string(md), "]("+f+")") {
 			t.Errorf("report.md does not show %s", f)
 		}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
+	"evotune/cmd/evotune/internal/textfmt"
 	"evotune/elites"
 	"evotune/kernels"
 	"evotune/space"
@@ -153,7 +153,7 @@ func newShowReport(a *elites.Archive, top int) showReport {
 	rep.Elites = []eliteRow{}
 	for i, r := range a.Top(top) {
 		row := eliteRow{Rank: i + 1, Seq: r.Seq, Key: r.Key, Config: r.Config, P50US: r.Objective,
-			Changes: configChanges(r.Config, def, knobs)}
+			Changes: textfmt.ConfigChanges(r.Config, def, knobs)}
 		for j, t := range r.Timings {
 			w := meta.Problem.Weight(j)
 			row.CILowUS += w * t.CILowUS
@@ -189,24 +189,6 @@ func familyDefault(p space.Problem, arch string) (space.Config, []space.Knob) {
 		return nil, nil
 	}
 	return s.Default(), s.Knobs
-}
-
-// configChanges renders the knobs of c that differ from def, in declaration
-// order, or the whole key when the default is unknown.
-func configChanges(c, def space.Config, knobs []space.Knob) string {
-	if def == nil {
-		return c.Key()
-	}
-	var changes []string
-	for _, k := range knobs {
-		if v, ok := c[k.Name]; ok && v != def[k.Name] {
-			changes = append(changes, k.Name+"="+v)
-		}
-	}
-	if len(changes) == 0 {
-		return "(default)"
-	}
-	return strings.Join(changes, " ")
 }
 
 func (rep showReport) write(w io.Writer, format string) error {

@@ -129,3 +129,22 @@ func Table(w io.Writer, format string, header []string, rows [][]string) error {
 	}
 	return nil
 }
+
+// ConfigChanges renders the knobs of c that differ from def, in the order
+// of knobs, "(default)" when none does, or c's whole key when the default
+// is unknown (def nil).
+func ConfigChanges(c, def space.Config, knobs []space.Knob) string {
+	if def == nil {
+		return c.Key()
+	}
+	var changes []string
+	for _, k := range knobs {
+		if v, ok := c[k.Name]; ok && v != def[k.Name] {
+			changes = append(changes, k.Name+"="+v)
+		}
+	}
+	if len(changes) == 0 {
+		return "(default)"
+	}
+	return strings.Join(changes, " ")
+}
