@@ -1,6 +1,7 @@
 package elites
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,6 +23,11 @@ type Meta struct {
 	Version    string        `json:"version"` // the evotune that created the archive
 	Strategy   string        `json:"strategy"`
 	Seed       uint64        `json:"seed"`
+	// Search holds the settings the search was started with, as the search
+	// encodes them (strategy, seed, population, screen, seed configs...):
+	// with the log, they are all it takes to rebuild a lost search state.
+	// Archives made before it was written have none.
+	Search json.RawMessage `json:"search,omitempty"`
 }
 
 // NewMeta returns the identity of a search for problem p in environment env.

@@ -40,7 +40,7 @@ func (s *Search) propose() {
 		h := p.Config.Hash()
 		s.seen[h] = true
 		s.st.Seen = append(s.st.Seen, h)
-		if _, hit := s.store.Lookup(p.Config.Key()); hit {
+		if r, hit := s.store.Lookup(p.Config.Key()); hit && !s.owned(r) {
 			p.Known = true
 		} else {
 			counted++

@@ -138,6 +138,12 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.Parallel == 0 {
+		opts.Parallel = b.parallel
+	}
+	started := opts.evoOptions(b.clock, nil)
+	started.Seeds = seeds
+	meta.Search = searchSettings(started)
 	archive, state, err := openArchive(opts.Archive, meta)
 	if err != nil {
 		return err
@@ -150,25 +156,16 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if !opts.Quiet {
 		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
 	}
-	if opts.Parallel == 0 {
-		opts.Parallel = b.parallel
-	}
 	eo := opts.evoOptions(b.clock, progress)
 	eo.Seeds = seeds
 	eo.Confirmer = b.confirm
-	search, err := evo.New(b.space, b.eval, archive, eo)
+	search, err := startSearch(c.stderr, fs, b, archive, state, eo)
 	if err != nil {
-		return fmt.Errorf("tune: %w", err)
-	}
-	if state != nil {
-		if err := search.Restore(state); err != nil {
-			return fmt.Errorf("tune --archive %s: %w", opts.Archive, err)
-		}
-		fmt.Fprintf(c.stderr, "evotune: resuming: %d results, generation %d\n", len(archive.Results()), stateGeneration(state))
+		return fmt.Errorf("tune --archive %s: %w", opts.Archive, err)
 	}
 	if !opts.Quiet {
-		fmt.Fprintf(c.stderr, "evotune: tuning %s with %s (%s strategy, seed %d), archive %s\n",
-			problemLine(b.problem), b.name, opts.Strategy, opts.Seed, opts.Archive)
+		fmt.Fprintf(c.stderr, "evotune: tuning %s with %s (%s), archive %s\n",
+			problemLine(b.problem), b.name, settingsText(search.Settings()), opts.Archive)
 	}
 
 	summary, runErr := search.Run(ctx)

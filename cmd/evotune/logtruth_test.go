@@ -1,0 +1,143 @@
+package main
+
+// The log is the truth: a search state that is lost, damaged or disagrees
+// with the log is rebuilt from the log, and every reader checks the
+// archive's identity against the results it reads.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// rebuildArgs are the arguments of the runs below.
+func rebuildArgs(archive string, more ...string) []string {
+	return append([]string{"tune", "--replay", replayFile, "--archive", archive, "--seed", "5", "--parallel", "4", "--evals", "160", "--quiet"}, more...)
+}
+
+// referenceArchive runs the uninterrupted search once for the tests of this
+// file and returns its archive directory.
+func referenceArchive(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "reference")
+	if _, stderr, code := runCLI(t, rebuildArgs(dir)...); code != 0 {
+		t.Fatalf("reference run: exit %d\n%s", code, stderr)
+	}
+	return dir
+}
+
+// logLines returns the lines of the archive's log, newlines kept.
+func logLines(t *testing.T, dir string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.SplitAfter(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+}
+
+func writeLog(t *testing.T, dir string, lines [][]byte) {
+	t.Helper()
+	data := bytes.Join(lines, nil)
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		data = append(data, '\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSameOutcome checks that the archive in dir ends with the elites and
+// the logged configs of the reference, whatever damaged lines it keeps.
+func checkSameOutcome(t *testing.T, refDir, dir string, damaged int) {
+	t.Helper()
+	ref, got := readArchive(t, refDir), readArchive(t, dir)
+	if n := len(got.Skipped()); n != damaged {
+		t.Errorf("the archive has %d damaged lines, want %d: %v", n, damaged, got.Skipped())
+	}
+	keys := func(a []string) []string { slices.Sort(a); return a }
+	var refKeys, gotKeys []string
+	for _, r := range ref.Results() {
+		refKeys = append(refKeys, r.Key)
+	}
+	for _, r := range got.Results() {
+		gotKeys = append(gotKeys, r.Key)
+	}
+	if !slices.Equal(keys(refKeys), keys(gotKeys)) {
+		t.Errorf("logged %d configs, the uninterrupted run %d (or other ones)", len(gotKeys), len(refKeys))
+	}
+	if a, b := eliteKeys(ref.Top(8)), eliteKeys(got.Top(8)); !slices.Equal(a, b) {
+		t.Errorf("elites differ from the uninterrupted run:\n got %v\nwant %v", b, a)
+	}
+}
+
+// TestTuneRebuildsState damages the state or the log of a finished replay
+// search in each way a user found, then runs the same command: the search
+// state is rebuilt from the log, said in one line, the results the log lacks
+// are run again and nothing else, and the archive ends as the uninterrupted
+// run's.
+func TestTuneRebuildsState(t *testing.T) {
+	refDir := referenceArchive(t)
+	ref := logLines(t, refDir)
+	bestSeq := must(readArchive(t, refDir).Best()).Seq
+
+	tests := []struct {
+		name    string
+		damage  func(t *testing.T, dir string)
+		why     string // in the rebuild line
+		rerun   int    // results evaluated again
+		damaged int    // lines left damaged in the log
+	}{
+		{"log truncated, state intact", func(t *testing.T, dir string) {
+			writeLog(t, dir, ref[:len(ref)/3])
+		}, "the log lacks", len(ref) - len(ref)/3, 0},
+		{"best line damaged", func(t *testing.T, dir string) {
+			lines := slices.Clone(ref)
+			lines[bestSeq-1] = bytes.Replace(lines[bestSeq-1], []byte(`"objective_us":`), []byte(`"objective_us":1e999,"was":`), 1)
+			writeLog(t, dir, lines)
+		}, "the log lacks 1 of", 1, 1},
+		{"log cut to a tenth", func(t *testing.T, dir string) {
+			writeLog(t, dir, ref[:len(ref)/10])
+		}, "the log lacks", len(ref) - len(ref)/10, 0},
+		{"state corrupt", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "state.json"), []byte(`{"version": 1, "gen`), 0o644)
+		}, "unexpected end of JSON input", 0, 0},
+		{"state deleted", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "state.json"))
+		}, "state.json is missing", 0, 0},
+		{"state deleted, log truncated", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "state.json"))
+			writeLog(t, dir, ref[:len(ref)/2])
+		}, "state.json is missing", len(ref) - len(ref)/2, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyArchive(t, refDir)
+			tt.damage(t, dir)
+			before := len(logLines(t, dir))
+			stdout, stderr, code := runCLI(t, rebuildArgs(dir)...)
+			if code != 0 {
+				t.Fatalf("tune: exit %d\n%s", code, stderr)
+			}
+			var rebuilt []string
+			for _, line := range strings.Split(stderr, "\n") {
+				if strings.Contains(line, "rebuilding the search state from the log") {
+					rebuilt = append(rebuilt, line)
+				}
+			}
+			if len(rebuilt) != 1 || !strings.Contains(rebuilt[0], tt.why) || !strings.Contains(rebuilt[0], dir) {
+				t.Errorf("want one line saying the state was rebuilt because %q, naming %s; stderr:\n%s", tt.why, dir, stderr)
+			}
+			if got := len(logLines(t, dir)) - before; got != tt.rerun {
+				t.Errorf("%d results run again, want %d (the ones the log lacks)", got, tt.rerun)
+			}
+			if !strings.Contains(stdout, "done: --evals 160 reached\n160 evaluations") {
+				t.Errorf("the summary does not count the log's evaluations with this run's:\n%s", stdout)
+			}
+			checkSameOutcome(t, refDir, dir, tt.damaged)
+		})
+	}
+}
