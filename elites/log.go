@@ -16,6 +16,14 @@ type LoadWarning struct {
 	Line   int    // 1-based line number
 	Offset int64  // byte offset of the line's first byte
 	Reason string // why it was skipped
+	// Damaged is set for a line that was written whole but does not read as
+	// a result (not a torn last line, a duplicate or a read error): it may
+	// hide a result. Key, Status and Objective are what could still be read
+	// of it; empty (0) where nothing could.
+	Damaged   bool
+	Key       string
+	Status    space.Status
+	Objective float64
 }
 
 func (w LoadWarning) String() string {
@@ -74,7 +82,12 @@ func readLog(r io.Reader) loadedLog {
 				continue
 			}
 		}
-		l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset, Reason: reason})
+		w := LoadWarning{Line: line, Offset: offset, Reason: reason}
+		if res.Key == "" && len(bytes.TrimSpace(text)) > 0 {
+			w.Damaged = true
+			w.Key, w.Status, w.Objective = salvage(text)
+		}
+		l.warnings = append(l.warnings, w)
 	}
 }
 

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,5 +140,103 @@ func TestTuneRebuildsState(t *testing.T) {
 			}
 			checkSameOutcome(t, refDir, dir, tt.damaged)
 		})
+	}
+}
+
+// TestReadersRefuseEditedMeta edits the shapes in meta.json of a finished
+// archive: every command that reads it refuses, naming the field and both
+// values, as tune does.
+func TestReadersRefuseEditedMeta(t *testing.T) {
+	refDir := referenceArchive(t)
+	dir := copyArchive(t, refDir)
+	path := filepath.Join(dir, "meta.json")
+	meta, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(meta, []byte(`"s": 512`), []byte(`"s": 1024`), 1)
+	if bytes.Equal(edited, meta) {
+		t.Fatalf("meta.json holds no shape to edit:\n%s", meta)
+	}
+	if err := os.WriteFile(path, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for _, args := range [][]string{
+		{"show", "--archive", dir},
+		{"show", "--archive", dir, "--format", "json"},
+		{"report", "--archive", dir, "--out", filepath.Join(out, "report")},
+		{"export", "--archive", dir, "--out", filepath.Join(out, "export")},
+		{"bench", "--archive", dir, "--out", filepath.Join(out, "bench")},
+		{"merge", "--archive", filepath.Join(out, "merged"), dir},
+		{"merge", "--archive", copyArchive(t, refDir), dir},
+	} {
+		stdout, stderr, code := runCLI(t, args...)
+		if code != exitError || !strings.Contains(stderr, "meta.json says shapes 1x8x1024x64, the results 1x8x512x64") ||
+			!strings.Contains(stderr, dir) || stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 naming the shapes of meta.json and of the results", args, code, stdout, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, rebuildArgs(dir)...); code != exitError || !strings.Contains(stderr, "shapes 1x8x1024x64, this run is 1x8x512x64") {
+		t.Errorf("tune: exit %d, stderr %q; want exit 1 naming the shapes", code, stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*", "*")); len(files) > 0 {
+		t.Errorf("commands wrote %v from an archive whose meta.json disagrees with its results", files)
+	}
+}
+
+// TestReadersNameDamagedBest damages the log line of the best result: show
+// and report name it in their own output, export refuses to export the
+// second best unless --force, and after tune has evaluated it again nothing
+// is hidden any more.
+func TestReadersNameDamagedBest(t *testing.T) {
+	refDir := referenceArchive(t)
+	ref := readArchive(t, refDir)
+	best := must(ref.Best())
+	second := ref.Top(2)[1]
+	dir := copyArchive(t, refDir)
+	lines := logLines(t, dir)
+	lines[best.Seq-1] = bytes.Replace(lines[best.Seq-1], []byte(`"objective_us":`), []byte(`"objective_us":1e999,"was":`), 1)
+	writeLog(t, dir, lines)
+	named := fmt.Sprintf("line %d of %s/results.jsonl is damaged", best.Seq, dir)
+
+	for _, format := range []string{"table", "markdown", "json"} {
+		stdout, _, code := runCLI(t, "show", "--archive", dir, "--format", format)
+		if code != 0 || !strings.Contains(stdout, named) || !strings.Contains(stdout, "may have held an elite") {
+			t.Errorf("show --format %s: exit %d; stdout does not name %q:\n%s", format, code, named, stdout)
+		}
+	}
+	reportDir := filepath.Join(t.TempDir(), "report")
+	stdout, _, code := runCLI(t, "report", "--archive", dir, "--out", reportDir)
+	md, _ := os.ReadFile(filepath.Join(reportDir, "report.md"))
+	if code != 0 || !strings.Contains(stdout, named) || !strings.Contains(string(md), named) {
+		t.Errorf("report: exit %d; neither stdout nor report.md may miss %q:\n%s", code, named, stdout)
+	}
+
+	out := filepath.Join(t.TempDir(), "export")
+	_, stderr, code := runCLI(t, "export", "--archive", dir, "--out", out)
+	if code != exitError || !strings.Contains(stderr, fmt.Sprintf("line %d of %s/results.jsonl is damaged", best.Seq, dir)) ||
+		!strings.Contains(stderr, "--force") {
+		t.Errorf("export: exit %d, stderr %q; want exit 1 naming the damaged line and --force", code, stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*")); len(files) > 0 {
+		t.Errorf("export wrote %v while a better result's line is damaged", files)
+	}
+	stdout, stderr, code = runCLI(t, "export", "--archive", dir, "--out", out, "--force")
+	if code != 0 || !strings.Contains(stdout, named) || !strings.Contains(stdout, "exported anyway (--force)") || !strings.Contains(stdout, us(second.Objective)+" µs") {
+		t.Errorf("export --force: exit %d, stdout %q, stderr %q; want the second best exported with the damaged line named", code, stdout, stderr)
+	}
+
+	// tune evaluates the damaged config again; then nothing is hidden.
+	if _, stderr, code := runCLI(t, rebuildArgs(dir)...); code != 0 {
+		t.Fatalf("tune: exit %d\n%s", code, stderr)
+	}
+	stdout, _, code = runCLI(t, "show", "--archive", dir)
+	if code != 0 || strings.Contains(stdout, "damaged") || !strings.Contains(stdout, us(best.Objective)) {
+		t.Errorf("show after tune evaluated the damaged config again: exit %d\n%s", code, stdout)
+	}
+	stdout, stderr, code = runCLI(t, "export", "--archive", dir, "--out", out)
+	if code != 0 || !strings.Contains(stdout, us(best.Objective)+" µs") {
+		t.Errorf("export after tune: exit %d, stdout %q, stderr %q; want the best exported", code, stdout, stderr)
 	}
 }

@@ -90,6 +90,9 @@ func runReport(ctx context.Context, c *cli, args []string) error {
 			return fmt.Errorf("report: writing %s: %w", path, err)
 		}
 	}
+	for _, d := range hiddenBetter(a, eliteBound(a.Top(opts.Top), opts.Top), "an elite") {
+		fmt.Fprintln(c.stdout, d)
+	}
 	fmt.Fprintf(c.stdout, "wrote %s and %d plots\n", filepath.Join(opts.Out, "report.md"), len(files)-1)
 	return nil
 }
@@ -104,6 +107,9 @@ func buildReport(a *elites.Archive, top int, now time.Time) (map[string][]byte, 
 	var md strings.Builder
 	fmt.Fprintf(&md, "# evotune report: %s\n\n", problemLine(meta.Problem))
 	fmt.Fprintf(&md, "Archive `%s`, %d results, report written %s.\n\n", a.Dir(), len(results), now.UTC().Format(time.RFC3339))
+	for _, d := range hiddenBetter(a, eliteBound(a.Top(top), top), "an elite") {
+		fmt.Fprintf(&md, "**%s**\n\n", strings.TrimPrefix(d, "warning: "))
+	}
 	ev, err := elites.Gather(a, def)
 	switch {
 	case errors.Is(err, elites.ErrNoBest):
