@@ -240,3 +240,48 @@ func TestReadersNameDamagedBest(t *testing.T) {
 		t.Errorf("export after tune: exit %d, stdout %q, stderr %q; want the best exported", code, stdout, stderr)
 	}
 }
+
+// TestResumeNamesIgnoredFlags resumes a finished archive with a larger
+// budget and other search flags: one line names the flags ignored and the
+// settings in force, the banner shows the settings in force, and the search
+// ends as an uninterrupted run with the archive's settings.
+func TestResumeNamesIgnoredFlags(t *testing.T) {
+	refDir := referenceArchive(t)
+	longer := func(dir string, more ...string) []string {
+		args := rebuildArgs(dir, more...)
+		args[slices.Index(args, "--evals")+1] = "200"
+		return slices.DeleteFunc(args, func(a string) bool { return a == "--quiet" })
+	}
+	want := filepath.Join(t.TempDir(), "uninterrupted")
+	if _, stderr, code := runCLI(t, longer(want)...); code != 0 {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, stderr)
+	}
+	dir := copyArchive(t, refDir)
+	_, stderr, code := runCLI(t, longer(dir, "--strategy", "random", "--seed", "99", "--population", "12", "--screen", "8", "--progress-every", "1h")...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	var ignored, banner []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, "ignoring") {
+			ignored = append(ignored, line)
+		}
+		if strings.HasPrefix(line, "evotune: tuning ") {
+			banner = append(banner, line)
+		}
+	}
+	const inForce = "evo strategy, seed 5, population 8, elites 8, screen 8"
+	if len(ignored) != 1 || !strings.Contains(ignored[0], "ignoring --strategy random, --seed 99, --population 12; in force: "+inForce) {
+		t.Errorf("want one line naming the ignored flags (not --screen 8, which is in force) and the settings in force; stderr:\n%s", stderr)
+	}
+	if len(banner) != 1 || !strings.Contains(banner[0], "("+inForce+")") {
+		t.Errorf("the banner does not show the settings in force:\n%s", stderr)
+	}
+	checkSameOutcome(t, want, dir, 0)
+
+	// The same flags on a new archive are not ignored: nothing to say.
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	if _, stderr, code := runCLI(t, rebuildArgs(fresh, "--strategy", "random", "--seed", "99")...); code != 0 || strings.Contains(stderr, "ignoring") {
+		t.Errorf("a new search: exit %d, stderr %q", code, stderr)
+	}
+}
