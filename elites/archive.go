@@ -559,8 +559,9 @@ func Merge(dst *Archive, src string) (added int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("merging: %w", err)
 	}
-	if diffs := identityDiffs(dst.meta, s.meta); len(diffs) > 0 {
-		return 0, &MismatchError{Dir: src, Diffs: diffs, Hint: "only archives of the same problem and environment merge"}
+	if diffs := identityDiffs(s.meta, dst.meta); len(diffs) > 0 {
+		return 0, &MismatchError{Dir: src, Diffs: diffs, Against: "the destination " + dst.dir,
+			Hint: "only archives of the same problem and environment merge"}
 	}
 	for _, r := range s.Results() {
 		if _, ok := dst.Lookup(r.Key); ok {

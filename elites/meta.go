@@ -1,6 +1,7 @@
 package elites
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -50,6 +51,9 @@ type MismatchError struct {
 	Dir   string
 	Diffs []Diff
 	Hint  string // what to do instead, e.g. "use --seed-from to start a new search from it"
+	// Against names, for people, what the archive was compared with and
+	// whose values the diffs' Run fields hold: "this run" when empty.
+	Against string
 }
 
 func (e *MismatchError) Error() string {
@@ -59,7 +63,7 @@ func (e *MismatchError) Error() string {
 		if i > 0 {
 			b.WriteString("; for ")
 		}
-		fmt.Fprintf(&b, "%s %s, this run is %s", d.Field, d.Archive, d.Run)
+		fmt.Fprintf(&b, "%s %s, %s is %s", d.Field, d.Archive, cmp.Or(e.Against, "this run"), d.Run)
 	}
 	if e.Hint != "" {
 		fmt.Fprintf(&b, " (%s)", e.Hint)

@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"evotune/elites"
+	"evotune/space"
 )
 
 // rebuildArgs are the arguments of the runs below.
@@ -283,5 +286,44 @@ func TestResumeNamesIgnoredFlags(t *testing.T) {
 	fresh := filepath.Join(t.TempDir(), "fresh")
 	if _, stderr, code := runCLI(t, rebuildArgs(fresh, "--strategy", "random", "--seed", "99")...); code != 0 || strings.Contains(stderr, "ignoring") {
 		t.Errorf("a new search: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestMergeNamesSource merges archives that disagree in both directions and
+// sources that are not archives: every error names the archive that holds
+// each value.
+func TestMergeNamesSource(t *testing.T) {
+	synthetic := referenceArchive(t)
+	meta := readArchive(t, synthetic).Meta()
+	if meta.SourceHash == "" {
+		t.Fatal("the replay archive has no kernel source hash")
+	}
+	real := filepath.Join(t.TempDir(), "real")
+	m := elites.NewMeta(meta.Problem, space.Env{GPU: meta.GPU, Arch: meta.Arch, NVCC: meta.NVCC, SourceHash: "5c08aa"})
+	a, err := elites.Create(real, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	notArchive := t.TempDir()
+	for _, tt := range []struct {
+		dst, src string
+		want     string
+	}{
+		{real, synthetic, "archive " + synthetic + " was made for kernel source hash " + meta.SourceHash + ", the destination " + real + " is 5c08aa"},
+		{copyArchive(t, synthetic), real, "archive " + real + " was made for kernel source hash 5c08aa, the destination "},
+		{real, notArchive, notArchive + " is not an archive"},
+	} {
+		_, stderr, code := runCLI(t, "merge", "--archive", tt.dst, tt.src)
+		if code != exitError || !strings.Contains(stderr, tt.want) {
+			t.Errorf("merge --archive %s %s: exit %d, stderr %q; want exit 1 and %q", tt.dst, tt.src, code, stderr, tt.want)
+		}
+	}
+	// A new destination takes the first source's identity; the second
+	// source is named against it.
+	dst := filepath.Join(t.TempDir(), "new")
+	_, stderr, code := runCLI(t, "merge", "--archive", dst, synthetic, real)
+	if want := "archive " + real + " was made for kernel source hash 5c08aa, the destination " + dst + " is " + meta.SourceHash; code != exitError || !strings.Contains(stderr, want) {
+		t.Errorf("merge into a new archive: exit %d, stderr %q; want %q", code, stderr, want)
 	}
 }
