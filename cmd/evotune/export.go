@@ -81,7 +81,9 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 	case opts.Commit && opts.To == "":
 		return usagef("export", "--commit needs --to: it commits the files where the main build includes them")
 	}
+	done := c.loading("archive " + opts.Archive)
 	a, err := elites.Read(opts.Archive)
+	done()
 	if err != nil {
 		return fmt.Errorf("export --archive: %w", err)
 	}

@@ -66,7 +66,9 @@ func runReport(ctx context.Context, c *cli, args []string) error {
 	case opts.Out == "":
 		return usagef("report", "--out must name a directory")
 	}
+	done := c.loading("archive " + opts.Archive)
 	a, err := elites.Read(opts.Archive)
+	done()
 	if err != nil {
 		return fmt.Errorf("report --archive: %w", err)
 	}

@@ -57,7 +57,9 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	case opts.Archive == "":
 		return usagef("show", "--archive must name a directory")
 	}
+	done := c.loading("archive " + opts.Archive)
 	a, err := elites.Read(opts.Archive)
+	done()
 	if err != nil {
 		return fmt.Errorf("show --archive: %w", err)
 	}

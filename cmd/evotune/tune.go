@@ -118,7 +118,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	if opts.Replay != "" {
-		b, err = replayBackend(opts, prob, problemSet)
+		b, err = replayBackend(c, opts, prob, problemSet)
 	} else if opts.KernelSource != "" {
 		var src kernels.Source
 		if src, err = readKernelSource("tune", opts.KernelSource); err == nil {
@@ -144,7 +144,9 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	started := opts.evoOptions(b.clock, nil)
 	started.Seeds = seeds
 	meta.Search = searchSettings(started)
+	done := c.loading("archive " + opts.Archive)
 	archive, state, err := openArchive(opts.Archive, meta)
+	done()
 	if err != nil {
 		return err
 	}
@@ -155,6 +157,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	var progress *progressReporter
 	if !opts.Quiet {
 		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
+		progress.width, progress.replayed = c.width, b.replayed()
 	}
 	eo := opts.evoOptions(b.clock, progress)
 	eo.Seeds = seeds
@@ -249,6 +252,13 @@ type backend struct {
 // --parallel is 0: the virtual clock divides recorded costs by it.
 const replayParallel = 4
 
+// replayed reports whether the backend's clock is virtual: its times are
+// recorded costs, not time passing.
+func (b backend) replayed() bool {
+	_, ok := b.clock.(*evo.VirtualClock)
+	return ok
+}
+
 // describe renders a config key for people: the knobs that differ from the
 // family's default.
 func (b backend) describe(key string) string {
@@ -263,8 +273,10 @@ func (b backend) describe(key string) string {
 // are the file's; flags that ask for others are refused. The space is
 // restricted to the recorded configs, and a virtual clock charges each
 // candidate its recorded cost, so that --budget behaves as it did on the GPU.
-func replayBackend(opts tuneOptions, prob space.Problem, problemSet bool) (backend, error) {
+func replayBackend(c *cli, opts tuneOptions, prob space.Problem, problemSet bool) (backend, error) {
+	done := c.loading("replay " + filepath.Base(opts.Replay))
 	rp, err := runner.LoadReplay(opts.Replay)
+	done()
 	if err != nil {
 		return backend{}, fmt.Errorf("tune --replay: %w", err)
 	}
