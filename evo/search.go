@@ -95,6 +95,8 @@ type Search struct {
 	pop    []member        // best first
 	elites []space.Result  // best first
 	valid  []space.Config  // every valid config in Enumerate order, built on first need
+	// unseen tracks which of valid are not seen yet, built on first need.
+	unseen *unseenIndex
 	// feats maps configs to the screening model's features (Screen > 1).
 	feats *features
 	// model is the screening model fitted for the batch being proposed;
