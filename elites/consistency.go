@@ -91,7 +91,11 @@ func sameProvenance(a, b space.Result) bool {
 	case a.Problem == b.Problem:
 		return true
 	}
-	p, q := a.Problem, b.Problem
+	return sameProblem(*a.Problem, *b.Problem)
+}
+
+// sameProblem reports whether p and q are the same problem.
+func sameProblem(p, q space.Problem) bool {
 	return p.Family == q.Family && p.Dtype == q.Dtype && p.Causal == q.Causal && p.OutDtype == q.OutDtype &&
 		slices.Equal(p.Shapes, q.Shapes) && slices.Equal(p.Weights, q.Weights)
 }
