@@ -224,7 +224,9 @@ func load(dir string, m mode) (*Archive, error) {
 		return nil, fmt.Errorf("reading archive: %w", err)
 	}
 	defer f.Close()
-	a.adopt(readLog(f))
+	if err := a.adopt(readLog(f)); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -296,8 +298,11 @@ func (a *Archive) openLog() error {
 		f.Close()
 		return err
 	}
+	if err := a.adopt(l); err != nil {
+		f.Close()
+		return err
+	}
 	a.log = f
-	a.adopt(l)
 	return nil
 }
 
@@ -317,8 +322,12 @@ func removeTemps(dir string) error {
 	return nil
 }
 
-// adopt takes in a loaded log.
-func (a *Archive) adopt(l loadedLog) {
+// adopt takes in a loaded log, refusing one whose results disagree with
+// the archive's identity.
+func (a *Archive) adopt(l loadedLog) error {
+	if err := checkIdentity(a.dir, a.meta, l.results); err != nil {
+		return err
+	}
 	a.results = l.results
 	a.skipped = l.warnings
 	a.size = l.clean
@@ -326,6 +335,7 @@ func (a *Archive) adopt(l loadedLog) {
 		a.byKey[r.Key] = i
 		a.nextSeq = max(a.nextSeq, r.Seq+1)
 	}
+	return nil
 }
 
 // Dir returns the archive's directory.
@@ -431,15 +441,7 @@ func (a *Archive) writableLocked() error {
 // another environment than the archive's; fields the result leaves empty
 // (a config refused before any compile has no GPU) are not compared.
 func (a *Archive) checkProvenance(r space.Result) error {
-	got := a.meta
-	if r.Problem != nil {
-		got.Problem = *r.Problem
-	}
-	got.SourceHash = cmp.Or(r.Env.SourceHash, got.SourceHash)
-	got.GPU = cmp.Or(r.Env.GPU, got.GPU)
-	got.Arch = cmp.Or(r.Env.Arch, got.Arch)
-	got.NVCC = cmp.Or(r.Env.NVCC, got.NVCC)
-	diffs := identityDiffs(a.meta, got)
+	diffs := identityDiffs(a.meta, provenanceOf(a.meta, r))
 	if len(diffs) == 0 {
 		return nil
 	}
@@ -557,8 +559,9 @@ func Merge(dst *Archive, src string) (added int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("merging: %w", err)
 	}
-	if diffs := identityDiffs(dst.meta, s.meta); len(diffs) > 0 {
-		return 0, &MismatchError{Dir: src, Diffs: diffs, Hint: "only archives of the same problem and environment merge"}
+	if diffs := identityDiffs(s.meta, dst.meta); len(diffs) > 0 {
+		return 0, &MismatchError{Dir: src, Diffs: diffs, Against: "the destination " + dst.dir,
+			Hint: "only archives of the same problem and environment merge"}
 	}
 	for _, r := range s.Results() {
 		if _, ok := dst.Lookup(r.Key); ok {

@@ -471,7 +471,7 @@ func TestMerge(t *testing.T) {
 	}
 	mustClose(t, other)
 	var mismatch *elites.MismatchError
-	if _, err := elites.Merge(dst, otherDir); !errors.As(err, &mismatch) || !strings.Contains(err.Error(), "arch sm_89, this run is sm_90") {
+	if _, err := elites.Merge(dst, otherDir); !errors.As(err, &mismatch) || !strings.Contains(err.Error(), "archive "+otherDir+" was made for arch sm_90, the destination "+dstDir+" is sm_89") {
 		t.Errorf("Merge of another arch: %v, want a mismatch naming arch", err)
 	}
 	mustClose(t, dst)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
 
 	"evotune/space"
 )
@@ -16,6 +18,14 @@ type LoadWarning struct {
 	Line   int    // 1-based line number
 	Offset int64  // byte offset of the line's first byte
 	Reason string // why it was skipped
+	// Damaged is set for a line that was written whole but does not read as
+	// a result (not a torn last line, a duplicate or a read error): it may
+	// hide a result. Key, Status and Objective are what could still be read
+	// of it; empty (0) where nothing could.
+	Damaged   bool
+	Key       string
+	Status    space.Status
+	Objective float64
 }
 
 func (w LoadWarning) String() string {
@@ -44,14 +54,55 @@ type loadedLog struct {
 	err error
 }
 
+// logBatch is how many lines readLog decodes at once, spread over the
+// CPUs: decoding is what opening a large archive costs (a GPU result with
+// its samples is about 6 KB of JSON), and lines decode independently.
+const logBatch = 512
+
 func readLog(r io.Reader) loadedLog {
 	var l loadedLog
 	seen := make(map[string]int) // key → line of its first record
-	br := bufio.NewReader(r)
+	in := newInterner()
+	br := bufio.NewReaderSize(r, 1<<20)
+	var (
+		texts   [][]byte
+		results = make([]space.Result, logBatch)
+		reasons = make([]string, logBatch)
+	)
+	// absorb takes in the batch's decoded lines in order; first is the
+	// line number of texts[0].
+	absorb := func(first int, offset int64) {
+		parseLines(texts, results[:len(texts)], reasons[:len(texts)])
+		for k, text := range texts {
+			line, res, reason := first+k, results[k], reasons[k]
+			results[k] = space.Result{}
+			if reason == "" {
+				if at, dup := seen[res.Key]; dup {
+					reason = fmt.Sprintf("key %q already recorded on line %d: kept the first", res.Key, at)
+				} else {
+					seen[res.Key] = line
+					in.result(&res)
+					l.results = append(l.results, res)
+					offset += int64(len(text))
+					continue
+				}
+			}
+			w := LoadWarning{Line: line, Offset: offset, Reason: reason}
+			if res.Key == "" && len(bytes.TrimSpace(text)) > 0 {
+				w.Damaged = true
+				w.Key, w.Status, w.Objective = salvage(text)
+			}
+			l.warnings = append(l.warnings, w)
+			offset += int64(len(text))
+		}
+		texts = texts[:0]
+	}
+	batchLine, batchOffset := 1, int64(0)
 	for line := 1; ; line++ {
 		text, err := br.ReadBytes('\n')
-		offset := l.clean
 		if err != nil {
+			absorb(batchLine, batchOffset)
+			offset := l.clean
 			if len(text) > 0 {
 				l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset,
 					Reason: fmt.Sprintf("torn last line (%d bytes, no newline): dropped", len(text))})
@@ -64,17 +115,71 @@ func readLog(r io.Reader) loadedLog {
 			return l
 		}
 		l.clean += int64(len(text))
-		res, reason := parseLine(text)
-		if reason == "" {
-			if first, dup := seen[res.Key]; dup {
-				reason = fmt.Sprintf("key %q already recorded on line %d: kept the first", res.Key, first)
-			} else {
-				seen[res.Key] = line
-				l.results = append(l.results, res)
-				continue
-			}
+		texts = append(texts, text)
+		if len(texts) == logBatch {
+			absorb(batchLine, batchOffset)
+			batchLine, batchOffset = line+1, l.clean
 		}
-		l.warnings = append(l.warnings, LoadWarning{Line: line, Offset: offset, Reason: reason})
+	}
+}
+
+// parseLines decodes texts into results and reasons (see parseLine), the
+// lines shared out among the CPUs.
+func parseLines(texts [][]byte, results []space.Result, reasons []string) {
+	workers := min(runtime.GOMAXPROCS(0), (len(texts)+63)/64)
+	if workers <= 1 {
+		for k, text := range texts {
+			results[k], reasons[k] = parseLine(text)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for k := w; k < len(texts); k += workers {
+				results[k], reasons[k] = parseLine(texts[k])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// An interner makes the results of one log share the strings and problems
+// that repeat from line to line (knob values, flags, the environment, the
+// problem), so that a large archive holds each once.
+type interner struct {
+	strings map[string]string
+	problem *space.Problem
+}
+
+func newInterner() *interner { return &interner{strings: make(map[string]string)} }
+
+func (in *interner) str(s string) string {
+	if t, ok := in.strings[s]; ok {
+		return t
+	}
+	in.strings[s] = s
+	return s
+}
+
+// result makes r share what it repeats of the results before it.
+func (in *interner) result(r *space.Result) {
+	for k, v := range r.Config {
+		r.Config[k] = in.str(v)
+	}
+	for i, f := range r.Flags {
+		r.Flags[i] = in.str(f)
+	}
+	e := &r.Env
+	e.GPU, e.GPUUUID, e.ComputeCap, e.Driver = in.str(e.GPU), in.str(e.GPUUUID), in.str(e.ComputeCap), in.str(e.Driver)
+	e.Arch, e.NVCC, e.SourceHash, e.Replay = in.str(e.Arch), in.str(e.NVCC), in.str(e.SourceHash), in.str(e.Replay)
+	r.Reason = in.str(r.Reason)
+	if r.Problem != nil {
+		if in.problem != nil && sameProblem(*in.problem, *r.Problem) {
+			r.Problem = in.problem
+		} else {
+			in.problem = r.Problem
+		}
 	}
 }
 

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	"evotune/elites"
+	"evotune/space"
 )
 
 func TestReadLog(t *testing.T) {
@@ -145,4 +149,59 @@ func FuzzReadLog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadLogParallel reads a log of a few thousand lines, some damaged,
+// duplicated or torn, on several CPUs and on one: decoding is shared out
+// among the CPUs, and what is read (results, warnings with their lines and
+// offsets, the clean length) is the same.
+func TestReadLogParallel(t *testing.T) {
+	var b strings.Builder
+	for i := range 3000 {
+		r := okResult(fmt.Sprintf("k%d", i%2900), float64(1+i%97))
+		r.Seq = i + 1
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch i % 211 {
+		case 5:
+			line = line[:len(line)/2] // a damaged line
+		case 7:
+			line = nil // an empty line
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteString(`{"seq":3001,"key":"torn"`)
+	read := func(procs int) ([]space.Result, []elites.LoadWarning) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		return elites.ReadLog(strings.NewReader(b.String()))
+	}
+	one, oneW := read(1)
+	many, manyW := read(4)
+	if len(one) < 2800 || len(oneW) < 100 {
+		t.Fatalf("the log read as %d results and %d warnings; the test wants many of both", len(one), len(oneW))
+	}
+	if !reflect.DeepEqual(one, many) {
+		t.Error("results read on 4 CPUs differ from those read on 1")
+	}
+	if !reflect.DeepEqual(oneW, manyW) {
+		t.Errorf("warnings read on 4 CPUs differ from those read on 1:\n%v\n%v", manyW, oneW)
+	}
+	// Every warning names its line and that line's first byte.
+	var starts []int64
+	for off, text := 0, b.String(); off < len(text); {
+		starts = append(starts, int64(off))
+		n := strings.IndexByte(text[off:], '\n')
+		if n < 0 {
+			break
+		}
+		off += n + 1
+	}
+	for _, w := range manyW {
+		if w.Offset != starts[w.Line-1] {
+			t.Errorf("warning %v: line %d starts at byte %d", w, w.Line, starts[w.Line-1])
+		}
+	}
 }

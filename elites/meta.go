@@ -1,6 +1,8 @@
 package elites
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,6 +24,11 @@ type Meta struct {
 	Version    string        `json:"version"` // the evotune that created the archive
 	Strategy   string        `json:"strategy"`
 	Seed       uint64        `json:"seed"`
+	// Search holds the settings the search was started with, as the search
+	// encodes them (strategy, seed, population, screen, seed configs...):
+	// with the log, they are all it takes to rebuild a lost search state.
+	// Archives made before it was written have none.
+	Search json.RawMessage `json:"search,omitempty"`
 }
 
 // NewMeta returns the identity of a search for problem p in environment env.
@@ -44,6 +51,9 @@ type MismatchError struct {
 	Dir   string
 	Diffs []Diff
 	Hint  string // what to do instead, e.g. "use --seed-from to start a new search from it"
+	// Against names, for people, what the archive was compared with and
+	// whose values the diffs' Run fields hold: "this run" when empty.
+	Against string
 }
 
 func (e *MismatchError) Error() string {
@@ -53,7 +63,7 @@ func (e *MismatchError) Error() string {
 		if i > 0 {
 			b.WriteString("; for ")
 		}
-		fmt.Fprintf(&b, "%s %s, this run is %s", d.Field, d.Archive, d.Run)
+		fmt.Fprintf(&b, "%s %s, %s is %s", d.Field, d.Archive, cmp.Or(e.Against, "this run"), d.Run)
 	}
 	if e.Hint != "" {
 		fmt.Fprintf(&b, " (%s)", e.Hint)

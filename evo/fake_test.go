@@ -252,3 +252,15 @@ func landscape(n int) func(space.Config) float64 {
 		return f
 	}
 }
+
+// Results lists the recorded results in the order they were recorded: a
+// memStore is a Log.
+func (m *memStore) Results() []space.Result {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]space.Result, len(m.log))
+	for i, k := range m.log {
+		out[i] = m.results[k]
+	}
+	return out
+}

@@ -40,7 +40,7 @@ func (s *Search) propose() {
 		h := p.Config.Hash()
 		s.seen[h] = true
 		s.st.Seen = append(s.st.Seen, h)
-		if _, hit := s.store.Lookup(p.Config.Key()); hit {
+		if r, hit := s.store.Lookup(p.Config.Key()); hit && !s.owned(r) {
 			p.Known = true
 		} else {
 			counted++
@@ -118,8 +118,24 @@ func (s *Search) screenedChild() (proposal, bool) {
 		bestRate float64
 		bred     = make(map[string]bool, s.st.Params.Screen)
 	)
+	fallback := false
 	for range s.st.Params.Screen {
-		p, ok := s.child()
+		var p proposal
+		ok := true
+		if fallback {
+			// Breeding found nothing unseen: the space is nearly spent
+			// around the population, and each further child would fail
+			// every try before falling back too. The other candidates are
+			// drawn among the unseen configs at once.
+			p.Origin = originRandom
+			p.Config, ok = s.pickUnseen()
+			if ok {
+				p.Config = p.Config.Clone()
+			}
+		} else {
+			p, ok = s.child()
+			fallback = p.Origin == originRandom
+		}
 		if !ok {
 			break
 		}
@@ -160,16 +176,79 @@ func (s *Search) sample(origin string) (proposal, bool) {
 	}
 	// Rejection sampling is slow once most of the space is seen; pick
 	// uniformly among what is left instead.
-	var unseen []space.Config
-	for _, c := range s.validConfigs() {
-		if !s.seen[c.Hash()] {
-			unseen = append(unseen, c)
-		}
-	}
-	if len(unseen) == 0 {
+	c, ok := s.pickUnseen()
+	if !ok {
 		return proposal{}, false
 	}
-	return proposal{Config: unseen[s.rng.IntN(len(unseen))].Clone(), Origin: origin}, true
+	return proposal{Config: c.Clone(), Origin: origin}, true
+}
+
+// unseenIndex keeps which of a space's valid configs a search has not
+// seen, in Enumerate order, so that a uniform pick among them costs
+// O(log n) instead of hashing the whole space again: near the end of a
+// space every bred child falls back to that pick. It follows the state's
+// Seen list, which only grows, so it is a function of the state.
+type unseenIndex struct {
+	pos    map[string]int // config hash → index in the valid configs
+	tree   []int          // Fenwick tree of 1 (unseen) or 0 (seen) per index
+	left   int            // unseen configs
+	synced int            // entries of the state's Seen applied
+}
+
+func newUnseenIndex(valid []space.Config) *unseenIndex {
+	n := len(valid)
+	u := &unseenIndex{pos: make(map[string]int, n), tree: make([]int, n+1), left: n}
+	for i, c := range valid {
+		u.pos[c.Hash()] = i
+		u.tree[i+1]++
+		if j := i + 1 + (i+1)&-(i+1); j <= n {
+			u.tree[j] += u.tree[i+1]
+		}
+	}
+	return u
+}
+
+// sync marks seen the configs of seen[u.synced:].
+func (u *unseenIndex) sync(seen []string) {
+	for _, h := range seen[u.synced:] {
+		i, ok := u.pos[h]
+		if !ok {
+			continue
+		}
+		delete(u.pos, h) // a hash is marked once
+		for j := i + 1; j < len(u.tree); j += j & -j {
+			u.tree[j]--
+		}
+		u.left--
+	}
+	u.synced = len(seen)
+}
+
+// nth returns the index of the k-th (from 0) unseen config.
+func (u *unseenIndex) nth(k int) int {
+	i, step := 0, 1
+	for step*2 < len(u.tree) {
+		step *= 2
+	}
+	for ; step > 0; step /= 2 {
+		if j := i + step; j < len(u.tree) && u.tree[j] <= k {
+			i, k = j, k-u.tree[j]
+		}
+	}
+	return i // tree positions are 1-based: i+1 holds the pick, index i
+}
+
+// pickUnseen picks uniformly among the valid configs not seen in this run,
+// as the k-th of them in Enumerate order; false when none is left.
+func (s *Search) pickUnseen() (space.Config, bool) {
+	if s.unseen == nil {
+		s.unseen = newUnseenIndex(s.validConfigs())
+	}
+	s.unseen.sync(s.st.Seen)
+	if s.unseen.left == 0 {
+		return nil, false
+	}
+	return s.valid[s.unseen.nth(s.rng.IntN(s.unseen.left))], true
 }
 
 // enumerated returns the next unseen config in Enumerate order.
@@ -229,7 +308,14 @@ func (s *Search) child() (proposal, bool) {
 			return proposal{Config: m, Origin: layerOrigin(layer), Parent: parent}, true
 		}
 	}
-	return s.sample(originRandom)
+	// Every try bred a config already seen: the space is spent around the
+	// population. A uniform pick among the unseen configs is what
+	// rejection sampling would find, without its tries.
+	c, ok := s.pickUnseen()
+	if !ok {
+		return proposal{}, false
+	}
+	return proposal{Config: c.Clone(), Origin: originRandom}, true
 }
 
 // tournament draws Tournament members with replacement and returns the

@@ -237,6 +237,7 @@ func FuzzRestore(f *testing.F) {
 		for k, r := range store.results {
 			st.results[k] = r
 		}
+		st.log = slices.Clone(store.log)
 		o := opts
 		o.MaxEvals = 14
 		o.Clock = NewVirtualClock(1)

@@ -95,6 +95,8 @@ type Search struct {
 	pop    []member        // best first
 	elites []space.Result  // best first
 	valid  []space.Config  // every valid config in Enumerate order, built on first need
+	// unseen tracks which of valid are not seen yet, built on first need.
+	unseen *unseenIndex
 	// feats maps configs to the screening model's features (Screen > 1).
 	feats *features
 	// model is the screening model fitted for the batch being proposed;
@@ -169,8 +171,10 @@ func screens(st *state) bool { return st.Strategy == StrategyEvo && st.Params.Sc
 // there. The state's strategy, seed, population size, elites, tournament
 // size, crossover rate, stagnation and screen replace those of the
 // options; the budgets, Parallel, Clock and callbacks stay as given. A
-// state saved before screening existed continues unscreened. Call it
-// before Run.
+// state saved before screening existed continues unscreened. Over a store
+// that is a Log, a state that disagrees with the log (it absorbed a config
+// the log does not hold, or counts more evaluations than the log holds) is
+// refused: Rebuild a new search instead. Call it before Run.
 func (s *Search) Restore(data []byte) error {
 	var st state
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -197,6 +201,11 @@ func (s *Search) Restore(data []byte) error {
 		return fmt.Errorf("restoring search state: batch of %d configs exceeds population %d", len(st.Batch), st.Params.Population)
 	case !(st.MacroShare >= minMacroShare && st.MacroShare <= maxMacroShare):
 		return fmt.Errorf("restoring search state: macro share %v outside [%v, %v]", st.MacroShare, minMacroShare, maxMacroShare)
+	}
+	if log, ok := s.store.(Log); ok {
+		if err := checkLog(&st, log); err != nil {
+			return fmt.Errorf("restoring search state: %w", err)
+		}
 	}
 	pcg := &rand.PCG{}
 	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
@@ -412,6 +421,9 @@ func (s *Search) evaluate(ctx context.Context) ([]space.Result, error) {
 		// this very batch before a restart: it was counted then, so it
 		// counts now, exactly once, as the state predates it.
 		results[i] = r
+		if !p.Known && s.owned(r) {
+			s.st.ElapsedNS += int64(s.wallCharge(r))
+		}
 		arrived(r, !p.Known)
 	}
 

@@ -81,4 +81,9 @@ type state struct {
 	// Model holds the sums the screening model is fitted from, over every
 	// result absorbed so far; set when Params.Screen > 1 (evo only).
 	Model *modelStats `json:"model,omitempty"`
+	// Owned is set by Rebuild: the store's results whose Seq is below it
+	// were recorded by this search before its state was lost, so a config
+	// proposed again that the store holds with such a Seq is answered from
+	// there and counted as the evaluation it was, not marked Known.
+	Owned int `json:"owned,omitempty"`
 }

@@ -38,7 +38,7 @@ func exportCommand() command {
 	return command{
 		name:     "export",
 		summary:  "write the best configuration as a C header and JSON, with its provenance",
-		synopsis: "evotune export [--archive DIR] [--out DIR] [--name NAME] [--to DIR [--force] [--commit]]",
+		synopsis: "evotune export [--archive DIR] [--out DIR] [--name NAME] [--force] [--to DIR [--commit]]",
 		examples: `  # Writes ./evotune_best.h and ./evotune_best.json.
   evotune export --archive evotune-archive
 
@@ -66,7 +66,7 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&opts.Out, "out", opts.Out, "output `directory` (not used with --to unless given)")
 	fs.StringVar(&opts.Name, "name", opts.Name, "base name of the files written (NAME.h, NAME.json) and of the dispatch table")
 	fs.StringVar(&opts.To, "to", opts.To, "also write NAME.h and NAME.json into `directory` of a main build, replacing only an earlier export")
-	fs.BoolVar(&opts.Force, "force", opts.Force, "with --to: replace files that are not an evotune export")
+	fs.BoolVar(&opts.Force, "force", opts.Force, "export although a damaged log line may hold a better result; with --to: replace files that are not an evotune export")
 	fs.BoolVar(&opts.Commit, "commit", opts.Commit, "with --to: git add and commit the files there, the evidence in the message")
 	if _, err := c.parseFlags(fs, args, false); err != nil {
 		return err
@@ -80,10 +80,10 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 		return usagef("export", "--out must name a directory")
 	case opts.Commit && opts.To == "":
 		return usagef("export", "--commit needs --to: it commits the files where the main build includes them")
-	case opts.Force && opts.To == "":
-		return usagef("export", "--force needs --to: it only decides whether --to may replace a file")
 	}
+	done := c.loading("archive " + opts.Archive)
 	a, err := elites.Read(opts.Archive)
+	done()
 	if err != nil {
 		return fmt.Errorf("export --archive: %w", err)
 	}
@@ -96,6 +96,15 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 	exp, err := newExport(a, opts.Name, archivePath, c.now())
 	if err != nil {
 		return err
+	}
+	if hidden := hiddenBetter(a, exp.Result.Objective, "a result faster than "+us(exp.Result.Objective)+" µs"); len(hidden) > 0 {
+		if !opts.Force {
+			return fmt.Errorf("export: line %d of %s/results.jsonl is damaged and may have held a result faster than the best readable one (%s µs, result %d): run tune on the archive to evaluate it again, or pass --force to export the best readable one",
+				a.Hidden(exp.Result.Objective)[0].Line, a.Dir(), us(exp.Result.Objective), exp.Result.Seq)
+		}
+		for _, h := range hidden {
+			fmt.Fprintf(c.stdout, "%s; exported anyway (--force)\n", h)
+		}
 	}
 	header := []byte(exp.header())
 	data, err := json.MarshalIndent(exp, "", "  ")

@@ -363,7 +363,6 @@ func TestExportUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"export", "--commit"}, "evotune: export: --commit needs --to"},
-		{[]string{"export", "--force"}, "evotune: export: --force needs --to"},
 		{[]string{"export", "--name", "1x"}, `evotune: export: --name "1x": want a C identifier`},
 	}
 	for _, tc := range cases {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -25,7 +27,16 @@ type progressReporter struct {
 	// the default).
 	describe func(key string) string
 
+	// width is the terminal's width in columns (0: unknown, taken as 80):
+	// a bar line longer than it would wrap, and every redraw would leave a
+	// line behind.
+	width int
+	// replayed says the search's clock is virtual (a replay): its times are
+	// labelled as replayed, not shown as if they were real.
+	replayed bool
+
 	bar       *progressbar.ProgressBar
+	barWidth  int
 	lastLine  time.Time // when the last plain line, or the bar, was drawn
 	lastTenth int       // the tenth of the budget reached at the last plain line
 }
@@ -85,6 +96,9 @@ func (r *progressReporter) line(p evo.Progress) string {
 	if p.ETA > 0 {
 		fmt.Fprintf(&b, ", eta %s", human(p.ETA))
 	}
+	if r.replayed {
+		b.WriteString(" (replayed clock)")
+	}
 	return b.String()
 }
 
@@ -102,7 +116,10 @@ func failureCounts(by map[space.Status]int) string {
 
 // updateBar draws p on the terminal bar, created on first use: its length
 // is the evaluation budget when there is one (the bar shows the count), the
-// time budget in seconds otherwise, or unknown (a spinner).
+// time budget in seconds otherwise, or unknown (a spinner). The line never
+// exceeds the terminal's width: the bar is shorter on a narrow terminal,
+// and the description drops the failure counts, then the ETA, then the
+// best, as the width shrinks.
 func (r *progressReporter) updateBar(p evo.Progress) {
 	if r.bar == nil {
 		length, showCount := int64(-1), true
@@ -112,9 +129,10 @@ func (r *progressReporter) updateBar(p evo.Progress) {
 		case p.MaxTime > 0:
 			length, showCount = int64(p.MaxTime/time.Second), false
 		}
+		r.barWidth = min(max(r.columns()/6, 8), 30)
 		opts := []progressbar.Option{
 			progressbar.OptionSetWriter(r.w),
-			progressbar.OptionSetWidth(30),
+			progressbar.OptionSetWidth(r.barWidth),
 			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionSetElapsedTime(false),
 			progressbar.OptionShowDescriptionAtLineEnd(),
@@ -123,17 +141,6 @@ func (r *progressReporter) updateBar(p evo.Progress) {
 			opts = append(opts, progressbar.OptionShowCount())
 		}
 		r.bar = progressbar.NewOptions64(length, opts...)
-	}
-	var desc strings.Builder
-	if r.bar.GetMax64() != int64(p.MaxEvals) || p.MaxEvals == 0 {
-		fmt.Fprintf(&desc, "%d evals", p.Evals)
-	}
-	if p.Best > 0 {
-		fmt.Fprintf(&desc, " best %s µs", us(p.Best))
-	}
-	desc.WriteString(failureCounts(p.ByStatus))
-	if p.ETA > 0 {
-		fmt.Fprintf(&desc, ", eta %s", human(p.ETA))
 	}
 	// Describe draws at once, so the value is set first; and the bar is
 	// drawn at most every barEvery, since a replay reports thousands of
@@ -145,9 +152,70 @@ func (r *progressReporter) updateBar(p evo.Progress) {
 		} else {
 			r.bar.Set64(int64(p.Evals))
 		}
-		r.bar.Describe(strings.TrimSpace(desc.String()))
+		r.bar.Describe(r.barText(p))
 	}
 }
+
+// barText is the description drawn after the bar, as much of it as fits.
+func (r *progressReporter) barText(p evo.Progress) string {
+	// What the library draws besides the description, as it draws it:
+	// " 100% |", the bar, "| ", then the count "(N/M)" and a space, or for a
+	// time budget a space, or for no budget a spinner, a space and "(N/-)";
+	// a space before and after the description; one column is kept free so
+	// that the cursor never wraps.
+	var used int
+	switch {
+	case p.MaxEvals > 0:
+		used = 7 + r.barWidth + 2 + len(fmt.Sprintf("(%d/%d)", p.MaxEvals, p.MaxEvals)) + 3
+	case p.MaxTime > 0:
+		used = 7 + r.barWidth + 2 + 3
+	default:
+		used = 2 + len(fmt.Sprintf("(%d/-)", p.Evals)) + 3 + 2
+	}
+	room := r.columns() - used
+	var fields []string
+	if p.MaxEvals == 0 {
+		fields = append(fields, fmt.Sprintf("%d evals", p.Evals))
+	}
+	best, eta := "", ""
+	if p.Best > 0 {
+		best = fmt.Sprintf("best %s µs", us(p.Best))
+	}
+	if p.ETA > 0 {
+		eta = "eta " + human(p.ETA)
+		if r.replayed {
+			eta += " replayed"
+		}
+	}
+	fails := strings.TrimPrefix(failureCounts(p.ByStatus), ", ")
+	for _, candidate := range [][]string{{best, fails, eta}, {best, eta}, {best}, {}} {
+		text := joinNonEmpty(append(slices.Clone(fields), candidate...))
+		if displayWidth(text) <= room || len(candidate) == 0 {
+			if displayWidth(text) > room {
+				return ""
+			}
+			return text
+		}
+	}
+	return ""
+}
+
+// columns is the terminal's width, 80 when unknown.
+func (r *progressReporter) columns() int {
+	if r.width > 0 {
+		return r.width
+	}
+	return 80
+}
+
+// joinNonEmpty joins the non-empty parts with ", ".
+func joinNonEmpty(parts []string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ", ")
+}
+
+// displayWidth is the columns text takes on a terminal: one a rune (the
+// text here has no wide or combining characters).
+func displayWidth(text string) int { return utf8.RuneCountInString(text) }
 
 // barEvery is the shortest interval between two drawings of the bar.
 const barEvery = 100 * time.Millisecond

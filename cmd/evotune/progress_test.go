@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"evotune/evo"
 	"evotune/space"
@@ -66,4 +67,98 @@ func TestProgressBar(t *testing.T) {
 			t.Errorf("bar output lacks %q: %q", want, s)
 		}
 	}
+}
+
+// TestProgressBarFitsWidth draws the bar through the progress library at
+// several terminal widths, with every field at its longest: no drawn line
+// is wider than the terminal (a wider one wraps, and each redraw leaves a
+// line behind), fields are dropped as the width shrinks, and a replay's
+// ETA says it is replayed.
+func TestProgressBarFitsWidth(t *testing.T) {
+	for _, width := range []int{120, 80, 60, 40} {
+		for _, budget := range []string{"evals", "time", "none"} {
+			var out bytes.Buffer
+			now := time.Unix(0, 0)
+			r := newProgressReporter(&out, true, func() time.Time { return now }, time.Second, func(string) string { return "" })
+			r.width, r.replayed = width, true
+			for i := 1; i <= 50; i++ {
+				p := evo.Progress{Evals: i * 2000, Best: 17.153, BestKey: "k", ETA: 10*time.Hour + 28*time.Minute,
+					Elapsed:  time.Duration(i) * time.Minute,
+					ByStatus: map[space.Status]int{space.StatusIncorrect: 3, space.StatusPtxasReject: 5}}
+				switch budget {
+				case "evals":
+					p.MaxEvals = 100000
+				case "time":
+					p.MaxTime = 8 * time.Hour
+				}
+				r.update(p)
+				now = now.Add(barEvery)
+			}
+			r.finish()
+			frames := strings.Split(strings.ReplaceAll(out.String(), "\033[0K", ""), "\r")
+			widest := ""
+			for _, f := range frames {
+				if utf8.RuneCountInString(f) > utf8.RuneCountInString(widest) {
+					widest = f
+				}
+			}
+			if n := utf8.RuneCountInString(widest); n >= width {
+				t.Errorf("width %d, %s budget: a line of %d columns: %q", width, budget, n, widest)
+			}
+			if strings.Contains(out.String(), "\n") {
+				t.Errorf("width %d, %s budget: the bar wrote a newline", width, budget)
+			}
+			last := "" // the last drawing, before finish clears it
+			for _, f := range frames {
+				if strings.TrimSpace(f) != "" {
+					last = f
+				}
+			}
+			switch {
+			case width >= 120 && !strings.Contains(last, "3 incorrect, 5 ptxas_reject"):
+				t.Errorf("width %d, %s budget: the failures were dropped with room to spare: %q", width, budget, last)
+			case width >= 80 && !strings.Contains(last, "eta 10h28m replayed"):
+				t.Errorf("width %d, %s budget: the ETA is missing or not labelled replayed: %q", width, budget, last)
+			case width >= 60 && !strings.Contains(last, "best 17.15 µs"):
+				t.Errorf("width %d, %s budget: the best was dropped: %q", width, budget, last)
+			}
+		}
+	}
+}
+
+// TestLoadingNotice: quick work prints nothing; slow work is announced once
+// the threshold passes, and its duration said when it ends.
+func TestLoadingNotice(t *testing.T) {
+	var out bytes.Buffer
+	loading(&out, "archive quick", time.Hour)()
+	if out.Len() != 0 {
+		t.Errorf("quick work printed %q", out.String())
+	}
+	w := &signalWriter{wrote: make(chan struct{}, 1)}
+	done := loading(w, "archive slow", 5*time.Millisecond)
+	select {
+	case <-w.wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow work was not announced")
+	}
+	done()
+	got := w.buf.String()
+	if !strings.HasPrefix(got, "evotune: loading archive slow...\nevotune: loaded archive slow in ") || strings.Count(got, "\n") != 2 {
+		t.Errorf("slow work printed %q", got)
+	}
+}
+
+// A signalWriter collects what is written and signals the first write.
+type signalWriter struct {
+	buf   bytes.Buffer
+	wrote chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	n, err := w.buf.Write(p)
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
 }

@@ -54,14 +54,17 @@ func runReport(ctx context.Context, c *cli, args []string) error {
 	case opts.Out == "":
 		return usagef("report", "--out must name a directory")
 	}
+	done := c.loading("archive " + opts.Archive)
 	a, err := elites.Read(opts.Archive)
+	done()
 	if err != nil {
 		return fmt.Errorf("report --archive: %w", err)
 	}
 	defer a.Close()
 	warnSkipped(c.stderr, a)
 	def, knobs := familyDefault(a.Meta().Problem, a.Meta().Arch)
-	files, err := reportmd.Build(a, opts.Top, c.now(), def, knobs)
+	hidden := hiddenBetter(a, eliteBound(a.Top(opts.Top), opts.Top), "an elite")
+	files, err := reportmd.Build(a, opts.Top, c.now(), def, knobs, hidden)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -78,6 +81,9 @@ func runReport(ctx context.Context, c *cli, args []string) error {
 		if err := durable.WriteFile(path, files[name], 0o644); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
+	}
+	for _, d := range hidden {
+		fmt.Fprintln(c.stdout, d)
 	}
 	fmt.Fprintf(c.stdout, "wrote %s and %d plots\n", filepath.Join(opts.Out, "report.md"), len(files)-1)
 	return nil

@@ -21,7 +21,9 @@ type cli struct {
 	// terminal reports whether stderr is a terminal (progress bar) or not
 	// (plain progress lines).
 	terminal bool
-	now      func() time.Time
+	// width is the terminal's width in columns, 0 when unknown.
+	width int
+	now   func() time.Time
 }
 
 // A command is one subcommand.
@@ -57,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := &cli{stdout: stdout, stderr: stderr, now: time.Now}
 	if f, ok := stderr.(*os.File); ok {
 		c.terminal = term.IsTerminal(int(f.Fd()))
+		if c.terminal {
+			c.width, _, _ = term.GetSize(int(f.Fd()))
+		}
 	}
 	return c.run(ctx, args)
 }

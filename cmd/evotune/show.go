@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
 	"evotune/cmd/evotune/internal/textfmt"
@@ -56,7 +57,9 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	case opts.Archive == "":
 		return usagef("show", "--archive must name a directory")
 	}
+	done := c.loading("archive " + opts.Archive)
 	a, err := elites.Read(opts.Archive)
+	done()
 	if err != nil {
 		return fmt.Errorf("show --archive: %w", err)
 	}
@@ -82,6 +85,32 @@ func warnSkipped(stderr io.Writer, a *elites.Archive) {
 	for _, w := range a.Skipped() {
 		fmt.Fprintf(stderr, "evotune: warning: %s/results.jsonl: skipped %s\n", a.Dir(), w)
 	}
+}
+
+// hiddenBetter renders, one a line, the damaged log lines of a that may
+// have held an OK result with an objective below than: a table or an
+// export of the readable results may be missing it. what says what it may
+// have been, e.g. "an elite".
+func hiddenBetter(a *elites.Archive, than float64, what string) []string {
+	var out []string
+	for _, w := range a.Hidden(than) {
+		held := ""
+		if w.Key != "" {
+			held = " (config " + w.Key + ")"
+		}
+		out = append(out, fmt.Sprintf("warning: line %d of %s/results.jsonl is damaged (%s) and may have held %s%s; it is not counted",
+			w.Line, a.Dir(), w.Reason, what, held))
+	}
+	return out
+}
+
+// eliteBound is the objective a hidden result must beat to be among top:
+// the last of them when the table is full, any objective otherwise.
+func eliteBound(top []space.Result, k int) float64 {
+	if len(top) < k || len(top) == 0 {
+		return math.Inf(1)
+	}
+	return top[len(top)-1].Objective
 }
 
 // warnForeign prints, on stderr, how many results of the archive hold a
@@ -116,6 +145,9 @@ type showReport struct {
 	// archive measured it.
 	DefaultUS float64    `json:"default_objective_us,omitempty"`
 	Elites    []eliteRow `json:"elites"`
+	// Damaged names the damaged lines of the log that may have held an
+	// elite: the table may be missing them.
+	Damaged []string `json:"damaged,omitempty"`
 }
 
 // An eliteRow is one line of the elite table. Times are in microseconds;
@@ -151,7 +183,9 @@ func newShowReport(a *elites.Archive, top int) showReport {
 		}
 	}
 	rep.Elites = []eliteRow{}
-	for i, r := range a.Top(top) {
+	best := a.Top(top)
+	rep.Damaged = hiddenBetter(a, eliteBound(best, top), "an elite")
+	for i, r := range best {
 		row := eliteRow{Rank: i + 1, Seq: r.Seq, Key: r.Key, Config: r.Config, P50US: r.Objective,
 			Changes: textfmt.ConfigChanges(r.Config, def, knobs)}
 		for j, t := range r.Timings {
@@ -196,6 +230,9 @@ func (rep showReport) write(w io.Writer, format string) error {
 	fmt.Fprintf(w, "archive %s: %s\n", rep.Archive, problemLine(m.Problem))
 	fmt.Fprintf(w, "measured on %s (%s), nvcc %s, source %s\n", orUnknown(m.GPU), orUnknown(m.Arch), orUnknown(m.NVCC), shortHash(m.SourceHash))
 	fmt.Fprintf(w, "%d evaluated%s\n", rep.Evaluated, statusCounts(rep.ByStatus))
+	for _, d := range rep.Damaged {
+		fmt.Fprintln(w, d)
+	}
 	if len(rep.Elites) == 0 {
 		fmt.Fprintln(w, "no configuration has passed every gate yet")
 		return nil

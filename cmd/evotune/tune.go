@@ -118,7 +118,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	if opts.Replay != "" {
-		b, err = replayBackend(opts, prob, problemSet)
+		b, err = replayBackend(c, opts, prob, problemSet)
 	} else if opts.KernelSource != "" {
 		var src kernels.Source
 		if src, err = readKernelSource("tune", opts.KernelSource); err == nil {
@@ -138,7 +138,15 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.Parallel == 0 {
+		opts.Parallel = b.parallel
+	}
+	started := opts.evoOptions(b.clock, nil)
+	started.Seeds = seeds
+	meta.Search = searchSettings(started)
+	done := c.loading("archive " + opts.Archive)
 	archive, state, err := openArchive(opts.Archive, meta)
+	done()
 	if err != nil {
 		return err
 	}
@@ -149,26 +157,18 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	var progress *progressReporter
 	if !opts.Quiet {
 		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
-	}
-	if opts.Parallel == 0 {
-		opts.Parallel = b.parallel
+		progress.width, progress.replayed = c.width, b.replayed()
 	}
 	eo := opts.evoOptions(b.clock, progress)
 	eo.Seeds = seeds
 	eo.Confirmer = b.confirm
-	search, err := evo.New(b.space, b.eval, archive, eo)
+	search, err := startSearch(c.stderr, fs, b, archive, state, eo)
 	if err != nil {
-		return fmt.Errorf("tune: %w", err)
-	}
-	if state != nil {
-		if err := search.Restore(state); err != nil {
-			return fmt.Errorf("tune --archive %s: %w", opts.Archive, err)
-		}
-		fmt.Fprintf(c.stderr, "evotune: resuming: %d results, generation %d\n", len(archive.Results()), stateGeneration(state))
+		return fmt.Errorf("tune --archive %s: %w", opts.Archive, err)
 	}
 	if !opts.Quiet {
-		fmt.Fprintf(c.stderr, "evotune: tuning %s with %s (%s strategy, seed %d), archive %s\n",
-			problemLine(b.problem), b.name, opts.Strategy, opts.Seed, opts.Archive)
+		fmt.Fprintf(c.stderr, "evotune: tuning %s with %s (%s), archive %s\n",
+			problemLine(b.problem), b.name, settingsText(search.Settings()), opts.Archive)
 	}
 
 	summary, runErr := search.Run(ctx)
@@ -252,6 +252,13 @@ type backend struct {
 // --parallel is 0: the virtual clock divides recorded costs by it.
 const replayParallel = 4
 
+// replayed reports whether the backend's clock is virtual: its times are
+// recorded costs, not time passing.
+func (b backend) replayed() bool {
+	_, ok := b.clock.(*evo.VirtualClock)
+	return ok
+}
+
 // describe renders a config key for people: the knobs that differ from the
 // family's default.
 func (b backend) describe(key string) string {
@@ -266,8 +273,10 @@ func (b backend) describe(key string) string {
 // are the file's; flags that ask for others are refused. The space is
 // restricted to the recorded configs, and a virtual clock charges each
 // candidate its recorded cost, so that --budget behaves as it did on the GPU.
-func replayBackend(opts tuneOptions, prob space.Problem, problemSet bool) (backend, error) {
+func replayBackend(c *cli, opts tuneOptions, prob space.Problem, problemSet bool) (backend, error) {
+	done := c.loading("replay " + filepath.Base(opts.Replay))
 	rp, err := runner.LoadReplay(opts.Replay)
+	done()
 	if err != nil {
 		return backend{}, fmt.Errorf("tune --replay: %w", err)
 	}

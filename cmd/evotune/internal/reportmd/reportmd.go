@@ -33,7 +33,8 @@ const (
 // default config for the archive's problem and knobs its knobs in
 // declaration order (nil when the problem is not one this build knows):
 // speedups are over def, and elites are shown by how they differ from it.
-func Build(a *elites.Archive, top int, now time.Time, def space.Config, knobs []space.Knob) (map[string][]byte, error) {
+// warnings (a damaged line that may hide an elite) head the report.
+func Build(a *elites.Archive, top int, now time.Time, def space.Config, knobs []space.Knob, warnings []string) (map[string][]byte, error) {
 	meta := a.Meta()
 	results := a.Results()
 	prov := elites.ProvenanceOf(a)
@@ -41,6 +42,9 @@ func Build(a *elites.Archive, top int, now time.Time, def space.Config, knobs []
 	var md strings.Builder
 	fmt.Fprintf(&md, "# evotune report: %s\n\n", textfmt.Problem(meta.Problem))
 	fmt.Fprintf(&md, "Archive `%s`, %d results, report written %s.\n\n", a.Dir(), len(results), now.UTC().Format(time.RFC3339))
+	for _, w := range warnings {
+		fmt.Fprintf(&md, "**%s**\n\n", strings.TrimPrefix(w, "warning: "))
+	}
 	ev, err := elites.Gather(a, def)
 	switch {
 	case errors.Is(err, elites.ErrNoBest):

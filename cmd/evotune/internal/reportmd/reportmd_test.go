@@ -41,7 +41,7 @@ func TestBuild(t *testing.T) {
 	}
 	def := space.Config{"block_m": "64"}
 	knobs := []space.Knob{{Name: "block_m"}}
-	files, err := Build(a, 5, start.Add(2*time.Hour), def, knobs)
+	files, err := Build(a, 5, start.Add(2*time.Hour), def, knobs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
