@@ -8,6 +8,7 @@ package elites
 
 import (
 	"cmp"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 const (
 	metaName  = "meta.json"        // identity, written once
 	logName   = "results.jsonl"    // one result a line, append-only
+	gzLogName = logName + ".gz"    // a finished archive's log, compressed to be committed
 	stateName = "state.json"       // search state, replaced atomically
 	lockName  = "lock"             // flock'd by the process that writes
 	tmpSuffix = durable.TempSuffix // a replacement being written
@@ -205,7 +207,9 @@ func Open(dir string, want Meta, opts OpenOptions) (*Archive, error) {
 
 // Read opens the archive in dir read-only, whatever it was made for, for
 // show, report and export. It takes no lock, so it may read an archive that a
-// search is writing; a torn last line is skipped, not cut off.
+// search is writing; a torn last line is skipped, not cut off. A log kept as
+// results.jsonl.gz (a finished archive, compressed to be committed) is read
+// the same way; Open refuses to write to one.
 func Read(dir string) (*Archive, error) {
 	return load(dir, readOnly)
 }
@@ -216,18 +220,44 @@ func load(dir string, m mode) (*Archive, error) {
 		return nil, err
 	}
 	a := newArchive(dir, meta, m)
-	f, err := os.Open(filepath.Join(dir, logName))
+	r, closeLog, err := openLogReader(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return a, nil // created, nothing recorded yet
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading archive: %w", err)
 	}
-	defer f.Close()
-	if err := a.adopt(readLog(f)); err != nil {
+	defer closeLog()
+	if err := a.adopt(readLog(r)); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// openLogReader opens the archive's log for reading: results.jsonl, or
+// when there is none, results.jsonl.gz (how committed archives keep it).
+// An error wraps os.ErrNotExist when there is neither.
+func openLogReader(dir string) (io.Reader, func(), error) {
+	f, err := os.Open(filepath.Join(dir, logName))
+	if err == nil {
+		return f, func() { f.Close() }, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	gz, gzErr := os.Open(filepath.Join(dir, gzLogName))
+	if errors.Is(gzErr, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	if gzErr != nil {
+		return nil, nil, gzErr
+	}
+	zr, gzErr := gzip.NewReader(gz)
+	if gzErr != nil {
+		gz.Close()
+		return nil, nil, fmt.Errorf("%s: %w", gz.Name(), gzErr)
+	}
+	return zr, func() { zr.Close(); gz.Close() }, nil
 }
 
 func newArchive(dir string, meta Meta, m mode) *Archive {
@@ -273,6 +303,13 @@ func (a *Archive) openLog() error {
 		return err
 	}
 	path := filepath.Join(a.dir, logName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(a.dir, gzLogName)); err == nil {
+			// Appending to a fresh log would start the search over beside
+			// the compressed one.
+			return fmt.Errorf("archive %s keeps its log compressed (%s): gunzip it to go on writing to the archive", a.dir, gzLogName)
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("opening archive log: %w", err)
