@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -124,8 +123,8 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	fs := newFlagSet("bench")
 	fs.StringVar(&opts.Archive, "archive", opts.Archive, "archive `directory` whose best configuration is timed; bench.json is copied into it")
 	fs.StringVar(&opts.Config, "config", opts.Config, "time this configuration (`k=v,...`) instead of the archive's best")
-	fs.StringSliceVar(&opts.Shapes, "shapes", opts.Shapes, "comma-separated shapes `BxHxSxD[:causal]`")
-	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (PyTorch is timed in fp16 beside fp8)")
+	fs.StringSliceVar(&opts.Shapes, "shapes", opts.Shapes, "comma-separated shapes `BxHxSxD[:causal]` (with --archive, default the archive's shapes and mask)")
+	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (with --archive, default the archive's; PyTorch is timed in fp16 beside fp8)")
 	fs.StringVar(&opts.OutDtype, "out-dtype", opts.OutDtype, "output type of --dtype fp8: fp16 or bf16 (default fp16)")
 	fs.StringVar(&opts.Baseline, "baseline-archive", opts.Baseline, "archive `directory` of another dtype (e.g. our best fp16 beside fp8) whose best is timed on every shape too")
 	fs.StringVar(&opts.Out, "out", opts.Out, "`directory` for bench.md and bench.json")
@@ -172,6 +171,20 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 			return fmt.Errorf("bench: archive %s holds no configuration that passed every gate", opts.Archive)
 		}
 		best, bestKey = r.Config, r.Key
+		// The archive's problem is what its best was tuned for: the
+		// dtype and the shapes with their mask, unless the flags say.
+		if !fs.Changed("dtype") {
+			opts.Dtype = tunedFor.Dtype
+			if !fs.Changed("out-dtype") {
+				opts.OutDtype = tunedFor.OutDtype
+			}
+		}
+		if !fs.Changed("shapes") {
+			shapes = shapes[:0]
+			for _, s := range tunedFor.Shapes {
+				shapes = append(shapes, torchcmp.Shape{Shape: s, Causal: tunedFor.Causal})
+			}
+		}
 	}
 	var baseline torchcmp.Baseline
 	if opts.Baseline != "" {
@@ -202,7 +215,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 
 	env := gpu.Env()
 	rep := elites.Bench{
-		Env: env, Date: c.now().UTC().Truncate(time.Second), Commit: gitCommit(ctx),
+		Env: env, Date: c.now().UTC().Truncate(time.Second), Commit: gitCommit(),
 		Command: strings.Join(append([]string{"evotune", "bench"}, args...), " "), Dtype: opts.Dtype,
 		Archive: opts.Archive, Best: bestKey, BestConfig: best, TunedFor: tunedFor,
 		Baseline: opts.Baseline, BaselineBest: baseline.Key, BaselineFor: baseline.Problem,
@@ -276,22 +289,16 @@ func writeBench(rep elites.Bench, md, out, archive string) error {
 
 // gitCommit is the commit of the code that ran: the revision this binary
 // was built from (with "+modified" when its tree had local changes), else
-// $EVOTUNE_COMMIT, else the working directory's checkout. The checkout comes
-// last because a GPU machine given a copy of the tree may hold a stale one.
-func gitCommit(ctx context.Context) string {
+// $EVOTUNE_COMMIT (set by whoever built it without version control), else
+// "" (rendered as unknown). The working directory's checkout is never
+// asked: it need not be the code this binary was built from.
+func gitCommit() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		if c := buildRevision(info); c != "" {
 			return c
 		}
 	}
-	if c := os.Getenv("EVOTUNE_COMMIT"); c != "" {
-		return c
-	}
-	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
-	if err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	return ""
+	return os.Getenv("EVOTUNE_COMMIT")
 }
 
 // buildRevision is the VCS revision recorded in a build, with "+modified"

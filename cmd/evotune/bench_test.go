@@ -134,6 +134,7 @@ func runBenchCLI(t *testing.T, gpu *fakeBenchGPU, args ...string) (string, error
 
 func TestBenchTableAndFiles(t *testing.T) {
 	archive, out, script := benchFixture(t, fakePython)
+	t.Setenv("EVOTUNE_COMMIT", "")
 	gpu := &fakeBenchGPU{}
 	stdout, err := runBenchCLI(t, gpu, "--archive", archive, "--out", out, "--torch-script", script,
 		"--shapes", "1x8x512x64,4x16x2048x128,2x8x512x64:causal")
@@ -156,6 +157,7 @@ func TestBenchTableAndFiles(t *testing.T) {
 		"4x16x2048x128: the best config was tuned for D=64: the family default is shown.",
 		"- GPU: Fake H100 (compute 9.0, sm_90, driver 580.1)",
 		"- PyTorch: 2.11.0, CUDA 13.0, cuDNN 91900",
+		"- commit: unknown",
 		"--json --dtype fp16 --shapes 1x8x512x64,4x16x2048x128`, then `python3 " + script + " --json --dtype fp16 --shapes 2x8x512x64 --causal`",
 	} {
 		if !strings.Contains(string(md), want) {
@@ -179,7 +181,9 @@ func TestBenchTableAndFiles(t *testing.T) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.GPU != "Fake H100" || rep.NVCC != "13.0.88" || rep.Torch != "2.11.0" || rep.Commit == "" || rep.Best == "" ||
+	// A test binary records no revision: with no $EVOTUNE_COMMIT the commit is
+	// unknown, never the checkout the test happens to run in.
+	if rep.GPU != "Fake H100" || rep.NVCC != "13.0.88" || rep.Torch != "2.11.0" || rep.Commit != "" || rep.Best == "" ||
 		!rep.Date.Equal(benchNow) || !strings.HasPrefix(rep.Command, "evotune bench --archive") {
 		t.Errorf("provenance: %+v", rep)
 	}
@@ -237,6 +241,60 @@ func TestBenchUsage(t *testing.T) {
 				t.Errorf("bench %v: %v, want an error about %s", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestBenchProblemFromArchive: without --dtype and --shapes, bench times the
+// archive's best on the archive's own problem: a bf16 causal archive is
+// benched as bf16 and causal, its best shown (no default with a dagger).
+func TestBenchProblemFromArchive(t *testing.T) {
+	archive, out, script := benchFixture(t, fakePython)
+	t.Setenv("EVOTUNE_COMMIT", "0123abcd")
+	metaPath := filepath.Join(archive, "meta.json")
+	meta, err := os.ReadFile(metaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = bytes.Replace(meta, []byte(`"dtype": "fp16"`), []byte(`"dtype": "bf16"`), 1)
+	meta = bytes.Replace(meta, []byte(`"causal": false`), []byte(`"causal": true`), 1)
+	if err := os.WriteFile(metaPath, meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The results say the same problem as meta.json, as a bf16 causal tune's would.
+	logPath := filepath.Join(archive, "results.jsonl")
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = bytes.ReplaceAll(log, []byte(`"dtype":"fp16","causal":false`), []byte(`"dtype":"bf16","causal":true`))
+	if err := os.WriteFile(logPath, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu := &fakeBenchGPU{}
+	stdout, err := runBenchCLI(t, gpu, "--archive", archive, "--out", out, "--torch-script", script)
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	for _, want := range []string{
+		"| 1x8x512x64 causal | best | 10.00 | 20.00 | 12.00 (24.00) |",
+		"--json --dtype bf16 --shapes 1x8x512x64 --causal`",
+		"- commit: 0123abcd",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("bench.md lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "†") || strings.Count(stdout, "| 1x8x512x64") != 1 {
+		t.Errorf("want one row, the archive's best, no default in its place:\n%s", stdout)
+	}
+
+	// Flags still override the archive: --dtype fp16 shows the default, labelled.
+	stdout, err = runBenchCLI(t, &fakeBenchGPU{}, "--archive", archive, "--out", out, "--torch-script", script, "--dtype", "fp16")
+	if err != nil {
+		t.Fatalf("bench --dtype fp16: %v", err)
+	}
+	if !strings.Contains(stdout, "| 1x8x512x64 causal | default † |") || !strings.Contains(stdout, "tuned for bf16") {
+		t.Errorf("bench --dtype fp16 of a bf16 archive should show the labelled default:\n%s", stdout)
 	}
 }
 
