@@ -353,6 +353,9 @@ const (
 
 // SDPAPlan returns the launches for config c on shape s: sdpa_fwd, then
 // sdpa_combine when split_kv > 1, and the fp32 workspace the split needs.
+// SDPAPlanC renders these same rules as C for the launcher that export
+// writes; TestSDPAPlanC compiles it and compares the two over many configs
+// and shapes, so a change here must be made there too.
 func SDPAPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 	if s.B <= 0 || s.H <= 0 || s.S <= 0 {
 		return Plan{}, fmt.Errorf("sdpa plan: shape %s must be positive", s)
@@ -366,6 +369,11 @@ func SDPAPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 	}
 	bh := int64(s.B) * int64(s.H)
 	mBlocks := int64(ceilDiv(s.S, g.blockM))
+	// The kernel numbers tiles with 32-bit ints, persistent or not. Each
+	// factor is bounded before the next product, so none overflows.
+	if bh > maxGridX || bh*mBlocks > maxGridX || bh*mBlocks*int64(g.split) > maxGridX {
+		return Plan{}, fmt.Errorf("sdpa plan: shape %s has more than %d tiles, more than the grid allows", s, maxGridX)
+	}
 	tiles := bh * mBlocks * int64(g.split)
 	grid := tiles
 	if g.persistent {
@@ -373,10 +381,6 @@ func SDPAPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 			return Plan{}, fmt.Errorf("sdpa plan: persistent=1 needs the target's SM count")
 		}
 		grid = min(tiles, int64(t.SMs)*int64(g.minBlocks))
-	}
-	if tiles > maxGridX {
-		// The kernel numbers tiles with 32-bit ints, persistent or not.
-		return Plan{}, fmt.Errorf("sdpa plan: shape %s has %d tiles, more than the grid allows", s, tiles)
 	}
 	p := Plan{Launches: []Launch{{
 		Kernel:      SDPAForwardKernel,

@@ -1,0 +1,106 @@
+package kernels
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"evotune/space"
+)
+
+// Status codes of the C plan functions that SDPAPlanC renders, as
+// PREFIX_PLAN_OK and so on.
+const (
+	PlanCOK           = 0
+	PlanCBadShape     = 1 // a non-positive batch, head count or sequence length
+	PlanCBadHeadDim   = 2 // a head dimension the config was not compiled for
+	PlanCNoSMs        = 3 // persistent=1 and no SM count
+	PlanCTooManyTiles = 4 // more tiles than a grid numbers
+)
+
+// cIdent is what a prefix of the rendered C may be.
+var cIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// SDPAPlanC renders SDPAPlan's rules for each of configs, compiled at head
+// dimension d, as C that needs no CUDA header: a struct PREFIX_plan, and a
+// function PREFIX_plan_I(b, h, s, d, sms, &plan) per config I that fills in
+// the launches SDPAPlan gives for shape b x h x s x d on a GPU of sms SMs
+// and returns PREFIX_PLAN_OK, or another PREFIX_PLAN_ status without a
+// launch where SDPAPlan would return an error (or d is not the config's).
+// The quantities fixed by the config (threads, shared memory, split, tile
+// rows) are SDPAPlan's own, computed here; the rules over the shape follow
+// SDPAPlan line by line, and TestSDPAPlanC compiles them and compares.
+func SDPAPlanC(prefix string, configs []space.Config, d int) (string, error) {
+	if !cIdent.MatchString(prefix) {
+		return "", fmt.Errorf("sdpa plan in C: prefix %q is not a C identifier", prefix)
+	}
+	var b strings.Builder
+	P := strings.ToUpper(prefix)
+	fmt.Fprintf(&b, `/* The launch plan of each config: kernels.SDPAPlan rendered as C. */
+struct %[1]s_plan {
+    long long grid;             /* sdpa_fwd CTAs (grid.x) */
+    int threads;                /* sdpa_fwd threads per CTA */
+    int smem_bytes;             /* sdpa_fwd dynamic shared memory */
+    int split_kv;               /* key chunks; sdpa_combine runs when > 1 */
+    long long combine_grid;     /* sdpa_combine CTAs, 0 when split_kv is 1 */
+    int combine_threads;        /* sdpa_combine threads per CTA */
+    long long workspace_bytes;  /* fp32 partials: o_part at 0, lse_part at lse_offset_bytes */
+    long long lse_offset_bytes;
+};
+
+enum {
+    %[2]s_PLAN_OK = %[3]d,
+    %[2]s_PLAN_BAD_SHAPE = %[4]d,
+    %[2]s_PLAN_BAD_HEAD_DIM = %[5]d,
+    %[2]s_PLAN_NO_SMS = %[6]d,
+    %[2]s_PLAN_TOO_MANY_TILES = %[7]d
+};
+`, prefix, P, PlanCOK, PlanCBadShape, PlanCBadHeadDim, PlanCNoSMs, PlanCTooManyTiles)
+	for i, c := range configs {
+		g, err := geomOf(c, d)
+		if err != nil {
+			return "", fmt.Errorf("sdpa plan in C, config %s: %w", c.Key(), err)
+		}
+		if err := g.layoutErr(); err != nil {
+			return "", fmt.Errorf("sdpa plan in C, config %s: %w", c.Key(), err)
+		}
+		fmt.Fprintf(&b, "\n/* config %d: %s at D=%d */\n", i, c.Key(), d)
+		fmt.Fprintf(&b, "static inline int %s_plan_%d(int b, int h, int s, int d, int sms, struct %s_plan* p) {\n", prefix, i, prefix)
+		fmt.Fprintf(&b, "    const long long max_grid = %dLL;\n", int64(maxGridX))
+		b.WriteString("    long long bh, m_blocks, tiles, grid;\n")
+		fmt.Fprintf(&b, "    if (b <= 0 || h <= 0 || s <= 0) return %s_PLAN_BAD_SHAPE;\n", P)
+		fmt.Fprintf(&b, "    if (d != %d) return %s_PLAN_BAD_HEAD_DIM;\n", d, P)
+		b.WriteString("    bh = (long long)b * h;\n")
+		fmt.Fprintf(&b, "    m_blocks = ((long long)s + %d - 1) / %d;\n", g.blockM, g.blockM)
+		fmt.Fprintf(&b, "    if (bh > max_grid || bh * m_blocks > max_grid || bh * m_blocks * %d > max_grid) return %s_PLAN_TOO_MANY_TILES;\n", g.split, P)
+		fmt.Fprintf(&b, "    tiles = bh * m_blocks * %d;\n", g.split)
+		b.WriteString("    grid = tiles;\n")
+		if g.persistent {
+			fmt.Fprintf(&b, "    if (sms <= 0) return %s_PLAN_NO_SMS;\n", P)
+			fmt.Fprintf(&b, "    if (grid > (long long)sms * %d) grid = (long long)sms * %d;\n", g.minBlocks, g.minBlocks)
+		} else {
+			b.WriteString("    (void)sms;\n")
+		}
+		b.WriteString("    p->grid = grid;\n")
+		fmt.Fprintf(&b, "    p->threads = %d;\n", g.threads())
+		fmt.Fprintf(&b, "    p->smem_bytes = %d;\n", g.sharedBytes())
+		fmt.Fprintf(&b, "    p->split_kv = %d;\n", g.split)
+		if g.split > 1 {
+			b.WriteString("    {\n")
+			b.WriteString("        const long long rows = bh * s;\n")
+			fmt.Fprintf(&b, "        const long long chunks = (rows + %d - 1) / %d;\n", combineRowsPerBlock, combineRowsPerBlock)
+			fmt.Fprintf(&b, "        p->lse_offset_bytes = (%d * rows * %d * 4 + 15) / 16 * 16;\n", g.split, d)
+			fmt.Fprintf(&b, "        p->workspace_bytes = p->lse_offset_bytes + %d * rows * 4;\n", g.split)
+			fmt.Fprintf(&b, "        p->combine_grid = chunks < %dLL ? chunks : %dLL;\n", maxCombineGrid, maxCombineGrid)
+			fmt.Fprintf(&b, "        p->combine_threads = %d;\n", combineThreads)
+			b.WriteString("    }\n")
+		} else {
+			b.WriteString("    p->lse_offset_bytes = 0;\n")
+			b.WriteString("    p->workspace_bytes = 0;\n")
+			b.WriteString("    p->combine_grid = 0;\n")
+			b.WriteString("    p->combine_threads = 0;\n")
+		}
+		fmt.Fprintf(&b, "    return %s_PLAN_OK;\n}\n", P)
+	}
+	return b.String(), nil
+}
