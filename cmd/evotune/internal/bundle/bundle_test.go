@@ -1,0 +1,236 @@
+package bundle
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"evotune/kernels"
+	"evotune/space"
+)
+
+// testBundle is a two-shape fp16 bundle of the embedded source: the
+// overall best a split-kv config, 2x8x512x64 tuned to a persistent one.
+func testBundle(t *testing.T, dtype string) *Bundle {
+	t.Helper()
+	prob := space.Problem{Family: kernels.Family, Dtype: dtype,
+		Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}, {B: 2, H: 8, S: 512, D: 64}}}
+	arch := "sm_80"
+	if dtype == "fp8" {
+		arch = "sm_89"
+	}
+	tg, err := kernels.TargetFor(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := kernels.SDPASpace(prob, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(kv string) Config {
+		t.Helper()
+		c, err := sp.Parse(kv)
+		if err != nil {
+			t.Fatalf("%s: %v", kv, err)
+		}
+		flags, err := sp.Flags(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Config{Key: c.Key(), Config: c, Flags: flags}
+	}
+	best := cfg("split_kv=4,block_m=64,warps=4")
+	other := cfg("persistent=1,block_m=128,warps=8,block_n=64,stages=3")
+	b, err := New("tuned_sdpa", prob, kernels.SDPASource(), arch, best,
+		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestNewDeduplicates(t *testing.T) {
+	b := testBundle(t, "fp16")
+	if len(b.Configs) != 2 {
+		t.Fatalf("%d configs, want 2 (the best is also 1x8x512x64's)", len(b.Configs))
+	}
+	if len(b.Routes) != 2 || b.Routes[0].Config != 0 || b.Routes[1].Config != 1 {
+		t.Errorf("routes %+v, want 1x8x512x64 to config 0 and 2x8x512x64 to config 1", b.Routes)
+	}
+	if _, err := New("not-c", b.Problem, b.Source, "", b.Configs[0], nil); err == nil {
+		t.Error("New accepted a name that is not a C identifier")
+	}
+}
+
+func TestFiles(t *testing.T) {
+	b := testBundle(t, "fp16")
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(Paths(files), " ")
+	want := "tuned_sdpa_kernel/sdpa.cu tuned_sdpa_kernel/sdpa_params.h tuned_sdpa_plan.h tuned_sdpa_launch.h tuned_sdpa_launch.cu"
+	if got != want {
+		t.Fatalf("files %q, want %q", got, want)
+	}
+	src := kernels.SDPASource()
+	for _, f := range files {
+		if name, ok := strings.CutPrefix(f.Path, "tuned_sdpa_kernel/"); ok {
+			if string(f.Data) != string(src.Files[name]) {
+				t.Errorf("%s is not the source as measured", f.Path)
+			}
+			continue
+		}
+		if !strings.Contains(string(f.Data[:min(len(f.Data), 400)]), Marker) {
+			t.Errorf("%s lacks the marker %q in its first lines", f.Path, Marker)
+		}
+	}
+	cu := string(files[4].Data)
+	for _, want := range []string{
+		"#define sdpa tuned_sdpa_c0\n#define sdpa_fwd tuned_sdpa_c0_fwd\n",
+		"#define sdpa tuned_sdpa_c1\n",
+		"#define SDPA_SPLIT_KV 4\n",
+		"#undef SDPA_SPLIT_KV\n",
+		"#undef SDPA_FP8\n", // a default of the kernel's own, not a flag
+		"{2, 8, 512, 1},",
+		"static_assert(tuned_sdpa_c1::kThreads == 256",
+		"hash " + src.Hash,
+	} {
+		if !strings.Contains(cu, want) {
+			t.Errorf("tuned_sdpa_launch.cu lacks %q", want)
+		}
+	}
+	h := string(files[3].Data)
+	if !strings.Contains(h, "cudaError_t tuned_sdpa_forward(const void* q, const void* k, const void* v, void* o, int b, int h, int s, int d, float scale, void* workspace, size_t workspace_bytes, cudaStream_t stream);") {
+		t.Errorf("tuned_sdpa_launch.h declares another forward:\n%s", h)
+	}
+	f8, err := testBundle(t, "fp8").Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := string(f8[3].Data); !strings.Contains(h, "float scale, float q_scale, float k_scale, float v_scale, void* workspace") {
+		t.Errorf("the fp8 launcher takes no dequantisation scales:\n%s", h)
+	}
+	if cu := string(f8[4].Data); !strings.Contains(cu, "__CUDACC_VER_MINOR__ < 4") || !strings.Contains(cu, "p.q_scale = q_scale;") {
+		t.Error("the fp8 launcher neither checks nvcc nor passes the scales")
+	}
+}
+
+// writeBundle writes b's files under dir.
+func writeBundle(t *testing.T, b *Bundle, dir string) {
+	t.Helper()
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		path := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func lookNVCC(t *testing.T) string {
+	t.Helper()
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("nvcc not found on PATH, and CI installs it")
+		}
+		t.Skip("nvcc not found on PATH: the bundle cannot be compiled here")
+	}
+	return nvcc
+}
+
+// hostCheck calls the launcher as a user's program would, on a machine with
+// or without a GPU: every bad argument is refused before anything launches
+// (a launch without a GPU would fail otherwise), and the routes pick the
+// config tuned for each shape.
+const hostCheck = `#include "tuned_sdpa_launch.h"
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+static void expect(const char* what, cudaError_t got, cudaError_t want) {
+    if (got != want) {
+        printf("FAIL %s: %s, want %s\n", what, cudaGetErrorName(got), cudaGetErrorName(want));
+        failures++;
+    }
+}
+static void expect_key(int b, int h, int s, const char* want) {
+    const char* got = tuned_sdpa_config_key(b, h, s, 64);
+    if (got == NULL || strcmp(got, want) != 0) {
+        printf("FAIL config for %dx%dx%d: %s, want %s\n", b, h, s, got ? got : "(null)", want);
+        failures++;
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc != 3) return 2;
+    alignas(16) static char buf[4][64];
+    void* q = buf[0]; void* k = buf[1]; void* v = buf[2]; void* o = buf[3];
+    expect("null q", tuned_sdpa_forward(NULL, k, v, o, 1, 8, 512, 64, 0.125f, NULL, 0, 0), cudaErrorInvalidValue);
+    expect("null o", tuned_sdpa_forward(q, k, v, NULL, 1, 8, 512, 64, 0.125f, NULL, 0, 0), cudaErrorInvalidValue);
+    expect("misaligned k", tuned_sdpa_forward(q, buf[1] + 2, v, o, 1, 8, 512, 64, 0.125f, NULL, 0, 0), cudaErrorInvalidValue);
+    expect("head dim 128", tuned_sdpa_forward(q, k, v, o, 1, 8, 512, 128, 0.125f, NULL, 0, 0), cudaErrorInvalidValue);
+    expect("s = 0", tuned_sdpa_forward(q, k, v, o, 1, 8, 0, 64, 0.125f, NULL, 0, 0), cudaErrorInvalidValue);
+    expect("b = -1", tuned_sdpa_forward(q, k, v, o, -1, 8, 512, 64, 0.125f, NULL, 0, 0), cudaErrorInvalidValue);
+    expect("nan scale", tuned_sdpa_forward(q, k, v, o, 1, 8, 512, 64, 0.0f / 0.0f, NULL, 0, 0), cudaErrorInvalidValue);
+    if (tuned_sdpa_config_key(1, 8, 512, 128) != NULL) { printf("FAIL a config for D=128\n"); failures++; }
+    expect_key(1, 8, 512, argv[1]);
+    expect_key(2, 8, 512, argv[2]);
+    expect_key(3, 5, 77, argv[1]);
+    if (tuned_sdpa_workspace_bytes(1, 8, 512, 64) != (size_t)(4 * 8 * 512 * 64 * 4 + 4 * 8 * 512 * 4)) {
+        printf("FAIL workspace of 1x8x512x64: %zu\n", tuned_sdpa_workspace_bytes(1, 8, 512, 64));
+        failures++;
+    }
+    printf("%d failures\n", failures);
+    return failures != 0;
+}
+`
+
+// TestBundleCompilesAndRefuses compiles the launcher with nvcc as a main
+// build would, links a host program against it and runs it: no GPU is
+// needed for the checks it makes.
+func TestBundleCompilesAndRefuses(t *testing.T) {
+	nvcc := lookNVCC(t)
+	b := testBundle(t, "fp16")
+	dir := t.TempDir()
+	writeBundle(t, b, dir)
+	if err := os.WriteFile(filepath.Join(dir, "check.cu"), []byte(hostCheck), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "check")
+	cmd := exec.Command(nvcc, "-std=c++17", "-O3", "-arch=sm_80", "-I", dir, "-o", bin,
+		filepath.Join(dir, "tuned_sdpa_launch.cu"), filepath.Join(dir, "check.cu"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	out, err := exec.Command(bin, b.Configs[0].Key, b.Configs[1].Key).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0 failures") {
+		t.Fatalf("the host check: %v\n%s", err, out)
+	}
+}
+
+// TestFP8BundleCompiles compiles an fp8 launcher, which takes the
+// dequantisation scales, with an nvcc that builds E4M3 mma ($EVOTUNE_FP8_NVCC,
+// as the kernels' fp8 compile tests), for both fp8 architectures.
+func TestFP8BundleCompiles(t *testing.T) {
+	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
+	if nvcc == "" {
+		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)
+	}
+	dir := t.TempDir()
+	writeBundle(t, testBundle(t, "fp8"), dir)
+	cmd := exec.Command(nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90,code=sm_90",
+		"-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+}
