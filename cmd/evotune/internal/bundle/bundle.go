@@ -7,7 +7,10 @@
 package bundle
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -540,4 +543,86 @@ func Paths(files []File) []string {
 		out[i] = f.Path
 	}
 	return out
+}
+
+// maxSourceBytes bounds a kernel source file, as tune --kernel-source does.
+const maxSourceBytes = 16 << 20
+
+// ReadSource reads a kernel source named on the command line: a .cu file,
+// which compiles in place of the embedded sdpa.cu with the embedded
+// sdpa_params.h beside it (as tune --kernel-source takes it), or a folder
+// holding every file of the family's source (sdpa.cu and sdpa_params.h: a
+// bundle's NAME_kernel folder, or kernels/ of the commit that was measured).
+func ReadSource(path string) (kernels.Source, error) {
+	embedded := kernels.SDPASource()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return kernels.Source{}, err
+	}
+	if !fi.IsDir() {
+		data, err := readBounded(path)
+		if err != nil {
+			return kernels.Source{}, err
+		}
+		return embedded.With(embedded.Name, data), nil
+	}
+	src := embedded
+	names := make([]string, 0, len(embedded.Files))
+	for n := range embedded.Files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		data, err := readBounded(filepath.Join(path, n))
+		if err != nil {
+			return kernels.Source{}, fmt.Errorf("%s: a kernel source folder holds %s: %w", path, strings.Join(names, " and "), err)
+		}
+		src = src.With(n, data)
+	}
+	return src, nil
+}
+
+func readBounded(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > maxSourceBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d a kernel source may have", path, fi.Size(), maxSourceBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err == nil && len(data) == 0 {
+		err = fmt.Errorf("%s: the file is empty", path)
+	}
+	return data, err
+}
+
+// ErrNoSource is returned (wrapped) by Resolve when neither the binary nor
+// the source given has the hash the archive measured.
+var ErrNoSource = errors.New("the kernel source the archive measured is not at hand")
+
+// Resolve returns the kernel source whose hash is want: given (when not
+// nil) if its hash is want, else the embedded source if its hash is.
+func Resolve(want string, given *kernels.Source) (kernels.Source, error) {
+	if given != nil {
+		if given.Hash != want {
+			return kernels.Source{}, fmt.Errorf("%w: the source given hashes to %s, the archive measured %s", ErrNoSource, short(given.Hash), short(want))
+		}
+		return *given, nil
+	}
+	embedded := kernels.SDPASource()
+	if embedded.Hash != want {
+		return kernels.Source{}, fmt.Errorf("%w: the archive measured source %s, this evotune embeds %s", ErrNoSource, short(want), short(embedded.Hash))
+	}
+	return embedded, nil
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	if hash == "" {
+		return "(none recorded)"
+	}
+	return hash
 }

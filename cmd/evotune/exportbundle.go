@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"evotune/cmd/evotune/internal/bundle"
+	"evotune/elites"
+	"evotune/kernels"
+)
+
+// exportedBundle is what the export JSON says of the launcher bundle.
+type exportedBundle struct {
+	Files            []string `json:"files"`
+	Configs          []string `json:"configs"` // compiled, the overall best first
+	KernelSourceHash string   `json:"kernel_source_hash"`
+}
+
+// exportBundle renders the launcher bundle of exp, the kernel source
+// exactly as the archive measured it included, and records it in exp. An
+// archive whose results were replayed measured no kernel source: it gets
+// no bundle, and note says so.
+func exportBundle(a *elites.Archive, exp *export, kernelSource string) (files []bundle.File, note string, err error) {
+	if exp.Provenance.Replay != "" {
+		return nil, fmt.Sprintf("no launcher: the archive's results were replayed from %s, not measured from a kernel source; wrote the header and JSON only", exp.Provenance.Replay), nil
+	}
+	var given *kernels.Source
+	if kernelSource != "" {
+		src, err := bundle.ReadSource(kernelSource)
+		if err != nil {
+			return nil, "", usagef("export", "--kernel-source: %v", err)
+		}
+		given = &src
+	}
+	src, err := bundle.Resolve(cmpOr(exp.Meta.SourceHash, exp.Provenance.SourceHash), given)
+	if err != nil {
+		return nil, "", fmt.Errorf("export: %v; give --kernel-source with the source it measured (its .cu file, or a folder with sdpa.cu and sdpa_params.h, such as kernels/ of the commit that measured it)", err)
+	}
+	// The flags each result records are what the search compiled.
+	best := bundle.Config{Key: exp.Key, Config: exp.Config, Flags: recordedFlags(exp.Result.Flags, exp.Flags)}
+	var shapes []bundle.ShapeBest
+	for _, d := range exp.Dispatch {
+		flags := d.Flags
+		if r, ok := a.Lookup(d.Key); ok {
+			flags = recordedFlags(r.Flags, d.Flags)
+		}
+		shapes = append(shapes, bundle.ShapeBest{Shape: d.Shape, Config: bundle.Config{Key: d.Key, Config: d.Config, Flags: flags}})
+	}
+	b, err := bundle.New(exp.Name, exp.Meta.Problem, src, exp.Provenance.Arch, best, shapes)
+	if err != nil {
+		return nil, "", fmt.Errorf("export: %w", err)
+	}
+	files, err = b.Files()
+	if err != nil {
+		return nil, "", fmt.Errorf("export: %w", err)
+	}
+	exp.Bundle = &exportedBundle{Files: bundle.Paths(files), KernelSourceHash: src.Hash}
+	for _, c := range b.Configs {
+		exp.Bundle.Configs = append(exp.Bundle.Configs, c.Key)
+	}
+	return files, "", nil
+}
+
+func recordedFlags(recorded, rendered []string) []string {
+	if len(recorded) > 0 {
+		return slices.Clone(recorded)
+	}
+	return rendered
+}
