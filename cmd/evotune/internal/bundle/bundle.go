@@ -155,6 +155,17 @@ func (b *Bundle) planHeader(plans string) string {
 	return w.String()
 }
 
+// outDtype is the output's dtype: the input's, or fp8's fp16 or bf16.
+func (b *Bundle) outDtype() string {
+	switch {
+	case !b.fp8():
+		return b.Problem.Dtype
+	case b.Problem.OutDtype == "bf16":
+		return "bf16"
+	}
+	return "fp16"
+}
+
 // dtypes says what the tensors hold, in the words of the header.
 func (b *Bundle) dtypes() (in, out string) {
 	switch b.Problem.Dtype {
@@ -236,6 +247,8 @@ func (b *Bundle) launchHeader() string {
 #define %[2]s_HEAD_DIM %[3]d
 #define %[2]s_CAUSAL %[4]d
 #define %[2]s_DTYPE "%[5]s"
+#define %[2]s_OUT_DTYPE "%[7]s"
+#define %[2]s_FP8 %[8]d
 
 #ifdef __cplusplus
 extern "C" {
@@ -248,7 +261,7 @@ const char* %[1]s_config_key(int b, int h, int s, int d);
 #ifdef __cplusplus
 }
 #endif
-`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams())
+`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()))
 	return w.String()
 }
 
@@ -512,8 +525,6 @@ extern "C" cudaError_t %[1]s_forward(%[4]s) {
 `, n, N)
 	if b.fp8() {
 		w.WriteString("    p.q_scale = q_scale;\n    p.k_scale = k_scale;\n    p.v_scale = v_scale;\n")
-	} else {
-		w.WriteString("    p.q_scale = p.k_scale = p.v_scale = 1.0f;\n")
 	}
 	w.WriteString("    return c.launch(pl, p, stream);\n}\n")
 	return w.String(), nil

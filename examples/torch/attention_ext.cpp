@@ -1,0 +1,66 @@
+// attention_ext: the exported kernel as a PyTorch C++/CUDA extension.
+// check.py builds it with torch.utils.cpp_extension.load from this file and
+// the bundle's attention_launch.cu (evotune export --name attention).
+#include <torch/extension.h>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "attention_launch.h"
+
+namespace {
+
+at::ScalarType scalar_type(const char* dtype) {
+    const std::string d = dtype;
+    if (d == "bf16") return at::kBFloat16;
+    if (d == "fp8") return at::kFloat8_e4m3fn;
+    return at::kHalf;
+}
+
+// forward computes softmax(scale * q k^T) v for contiguous [b, h, s, d]
+// CUDA tensors of the bundle's dtype; for fp8, q_scale, k_scale and v_scale
+// dequantise the inputs.
+torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale, double q_scale,
+                      double k_scale, double v_scale) {
+    const at::ScalarType in = scalar_type(ATTENTION_DTYPE);
+    for (const torch::Tensor* t : {&q, &k, &v}) {
+        TORCH_CHECK(t->is_cuda() && t->is_contiguous() && t->dim() == 4, "attention: want contiguous 4-d CUDA tensors [b, h, s, d]");
+        TORCH_CHECK(t->scalar_type() == in, "attention: the bundle takes ", ATTENTION_DTYPE, " inputs, got ", t->scalar_type());
+        TORCH_CHECK(t->sizes() == q.sizes(), "attention: q, k and v must have one shape");
+    }
+    const c10::cuda::CUDAGuard guard(q.device());
+    const int b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
+    torch::Tensor o = torch::empty(q.sizes(), q.options().dtype(scalar_type(ATTENTION_OUT_DTYPE)));
+    const size_t ws_bytes = attention_workspace_bytes(b, h, s, d);
+    torch::Tensor ws;
+    if (ws_bytes > 0) ws = torch::empty({static_cast<int64_t>(ws_bytes)}, q.options().dtype(at::kByte));
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+#if ATTENTION_FP8
+    const cudaError_t err = attention_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), b, h, s, d, float(scale),
+                                              float(q_scale), float(k_scale), float(v_scale),
+                                              ws_bytes ? ws.data_ptr() : nullptr, ws_bytes, stream);
+#else
+    (void)q_scale, (void)k_scale, (void)v_scale;
+    const cudaError_t err = attention_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), b, h, s, d, float(scale),
+                                              ws_bytes ? ws.data_ptr() : nullptr, ws_bytes, stream);
+#endif
+    TORCH_CHECK(err == cudaSuccess, "attention_forward: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+    return o;
+}
+
+std::string config_key(int64_t b, int64_t h, int64_t s, int64_t d) {
+    const char* key = attention_config_key(int(b), int(h), int(s), int(d));
+    return key ? key : "";
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("forward", &forward, "the exported SDPA forward", py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"),
+          py::arg("q_scale") = 1.0, py::arg("k_scale") = 1.0, py::arg("v_scale") = 1.0);
+    m.def("config_key", &config_key, "the config the bundle runs for a shape");
+    m.attr("dtype") = ATTENTION_DTYPE;
+    m.attr("out_dtype") = ATTENTION_OUT_DTYPE;
+    m.attr("head_dim") = ATTENTION_HEAD_DIM;
+    m.attr("causal") = bool(ATTENTION_CAUSAL);
+}
