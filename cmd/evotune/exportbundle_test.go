@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -184,5 +185,33 @@ func TestExportReplayedNoBundle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "evotune_best_launch.h")); err == nil {
 		t.Error("a launcher was written for a replayed archive")
+	}
+}
+
+// TestExportBundleCommit: --commit commits the whole bundle, the kernel
+// source included, and nothing else.
+func TestExportBundleCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not on PATH")
+	}
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"config", "user.name", "Test"}, {"config", "user.email", "test@example.com"},
+		{"config", "commit.gpgsign", "false"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	archive := measuredArchive(t, kernels.SDPASource().Hash)
+	if _, stderr, code := runCLI(t, "export", "--archive", archive, "--to", filepath.Join(repo, "third_party"), "--name", "attn", "--commit"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	out, err := exec.Command("git", "-C", repo, "show", "--name-only", "--format=", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "third_party/attn.h\nthird_party/attn.json\nthird_party/attn_kernel/sdpa.cu\nthird_party/attn_kernel/sdpa_params.h\n" +
+		"third_party/attn_launch.cu\nthird_party/attn_launch.h\nthird_party/attn_plan.h\n"
+	if string(out) != want {
+		t.Errorf("the commit holds\n%s\nwant\n%s", out, want)
 	}
 }

@@ -234,3 +234,20 @@ func TestFP8BundleCompiles(t *testing.T) {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 }
+
+// TestBF16BundleCompiles compiles a bf16 launcher for every architecture
+// the tuner targets, with the nvcc on PATH (11.8 in CI).
+func TestBF16BundleCompiles(t *testing.T) {
+	nvcc := lookNVCC(t)
+	dir := t.TempDir()
+	writeBundle(t, testBundle(t, "bf16"), dir)
+	args := []string{"-std=c++17", "-O3"}
+	for _, a := range []string{"80", "86", "89", "90"} {
+		args = append(args, "-gencode=arch=compute_"+a+",code=sm_"+a)
+	}
+	args = append(args, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+	cmd := exec.Command(nvcc, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+}
