@@ -471,8 +471,10 @@ bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0
 }  // namespace
 
 extern "C" size_t %[1]s_workspace_bytes(int b, int h, int s, int d) {
+    // The workspace does not depend on the SM count; a persistent config's
+    // plan needs one all the same.
     int sms = 0;
-    if (device_sms(&sms) != cudaSuccess) sms = 0;
+    if (device_sms(&sms) != cudaSuccess || sms <= 0) sms = 1;
     struct %[1]s_plan pl;
     if (pick(b, h, s).plan(b, h, s, d, sms, &pl) != %[2]s_PLAN_OK) return 0;
     return static_cast<size_t>(pl.workspace_bytes);
