@@ -100,16 +100,33 @@ cat "$OUT/attention_test.md" >&2
 
 say "PyTorch extension"
 if ! "$PYTHON" examples/torch/check.py --bundle "$BUNDLE" --tuned "$TUNED" --scale "$SCALE" --out "$OUT/torch.md" \
-	2> "$OUT/torch.log"; then
+	--json-out "$OUT/torch.json" 2> "$OUT/torch.log"; then
 	status=1
 	echo "device-check: the PyTorch extension check FAILED (see $OUT/torch.log)" >&2
 fi
 
 BENCH_MD="not run ($BENCH)"
+AGREE=""
 if [[ $BENCH == yes ]]; then
 	say "evotune bench of the same archive"
 	if "$EVOTUNE" bench --archive "$ARCHIVE" --out "$OUT/bench" > "$OUT/bench.log" 2>&1; then
 		BENCH_MD=$(cat "$OUT/bench/bench.md")
+		# The bundle's ratio to cuDNN beside the bench's, shape by shape:
+		# the same kernel, timed the same way, should agree within a few
+		# percent (reported, not gated: both are measurements).
+		AGREE=$("$PYTHON" - "$OUT/torch.json" "$OUT/bench/bench.json" <<'PY' || true
+import json, sys
+ours = {r["shape"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+print("| shape | bundle / cuDNN (extension) | ours / cuDNN (evotune bench) | difference |")
+print("|---|---|---|---|")
+for row in json.load(open(sys.argv[2]))["rows"]:
+    o = ours.get(row["shape"], {})
+    a = o.get("ours_us", 0) / o["cudnn_us"] if o.get("cudnn_us") else 0
+    b = row.get("ours_over_cudnn", 0)
+    diff = f"{(a / b - 1) * 100:+.1f}%" if a and b else "n/a"
+    print(f"| {row['shape']} | {a:.3f} | {b:.3f} | {diff} |" if a and b else f"| {row['shape']} | n/a | n/a | n/a |")
+PY
+)
 	else
 		status=1
 		BENCH_MD="failed: see bench.log"
@@ -138,6 +155,12 @@ fi
 	echo
 	echo "## evotune bench of the same archive, in the same run"
 	echo
+	if [[ -n $AGREE ]]; then
+		echo "The bundle's ratio to cuDNN (PyTorch extension, CUDA-graph replay) beside evotune bench's for the same config:"
+		echo
+		echo "$AGREE"
+		echo
+	fi
 	echo "$BENCH_MD" | sed 's/^# /### /'
 } > "$OUT/README.md"
 say "wrote $OUT/README.md"

@@ -71,6 +71,7 @@ def main():
     p.add_argument("--shapes", default="", help="comma-separated BxHxS shapes (default: --tuned and untuned ones)")
     p.add_argument("--scale", type=float, default=0.0, help="softmax scale (default 0.7/sqrt(D))")
     p.add_argument("--out", default="", help="also write the markdown table here")
+    p.add_argument("--json-out", default="", help="also write the rows as JSON here")
     p.add_argument("--samples", type=int, default=50)
     p.add_argument("--no-time", action="store_true", help="check only")
     p.add_argument("--verbose", action="store_true")
@@ -136,6 +137,9 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(table)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"dtype": dtype, "head_dim": d, "causal": causal, "scale": scale, "rows": rows}, f, indent=1)
     if failed:
         print("check.py: FAILED: a shape's output is off PyTorch's beyond the bound", file=sys.stderr)
         return 1

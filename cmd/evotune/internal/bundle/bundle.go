@@ -200,7 +200,7 @@ func (b *Bundle) launchHeader() string {
 	}
 	mask := "no mask"
 	if b.Problem.Causal {
-		mask = "causal mask (query i sees keys 0..i)"
+		mask = "a causal mask (query i sees keys 0..i)"
 	}
 	nvcc := "nvcc 11.8 or newer"
 	if b.fp8() {
@@ -218,7 +218,7 @@ func (b *Bundle) launchHeader() string {
 // Tensors are contiguous [b, h, s, d] (batch, head, sequence, head
 // dimension), 16-byte aligned, on the current device: q, k and v hold
 // %[6]s, o receives %[7]s. The build has
-// d = %[8]d and a %[9]s, fixed when it was tuned.
+// d = %[8]d and %[9]s, fixed when it was tuned.
 //
 // %[1]s_forward computes o = softmax(scale * q k^T) v on stream and returns
 // cudaSuccess, or an error without launching anything: cudaErrorInvalidValue
