@@ -28,8 +28,8 @@ die() { printf 'device-check: %s\n' "$*" >&2; exit 1; }
 
 command -v nvidia-smi >/dev/null || die "no nvidia-smi: this needs a GPU machine"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
-CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
-[[ $CC =~ ^[0-9]+$ ]] || die "cannot read the compute capability ($CC)"
+SM=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
+[[ $SM =~ ^[0-9]+$ ]] || die "cannot read the compute capability ($SM)"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [[ -x $NVCC ]] || die "no nvcc (set NVCC)"
 PYTHON=${PYTHON:-python3}
@@ -79,14 +79,14 @@ SCALE=$("$PYTHON" -c 'import math; print(0.7 / math.sqrt(int(open("'"$BUNDLE"'/a
 
 say "CMake example"
 if command -v cmake >/dev/null; then
-	cmake -S examples/cmake -B "$OUT/build" -DATTENTION_BUNDLE="$BUNDLE" -DCMAKE_CUDA_ARCHITECTURES="$CC" \
+	cmake -S examples/cmake -B "$OUT/build" -DATTENTION_BUNDLE="$BUNDLE" -DCMAKE_CUDA_ARCHITECTURES="$SM" \
 		-DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 || die "cmake failed: $OUT/cmake.log"
 	cmake --build "$OUT/build" -j >> "$OUT/cmake.log" 2>&1 || die "the CMake build failed: $OUT/cmake.log"
 	TEST_BIN=$OUT/build/attention_test
 	BUILT_WITH="cmake $(cmake --version | head -n 1 | awk '{print $3}')"
 else
 	TEST_BIN=$OUT/attention_test
-	"$NVCC" -std=c++17 -O3 -arch=sm_"$CC" -I "$BUNDLE" -o "$TEST_BIN" "$BUNDLE/attention_launch.cu" examples/cmake/attention_test.cu \
+	"$NVCC" -std=c++17 -O3 -arch=sm_"$SM" -I "$BUNDLE" -o "$TEST_BIN" "$BUNDLE/attention_launch.cu" examples/cmake/attention_test.cu \
 		> "$OUT/cmake.log" 2>&1 || die "building the CMake example's sources with nvcc failed: $OUT/cmake.log"
 	BUILT_WITH="nvcc (no cmake here)"
 fi
@@ -137,7 +137,7 @@ fi
 {
 	echo "# The export bundle in a user's build, checked and timed on the GPU"
 	echo
-	echo "- GPU: $GPU (sm_$CC)"
+	echo "- GPU: $GPU (sm_$SM)"
 	echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "- commit: $COMMIT"
 	echo "- command: \`$COMMAND\` (ARCHIVE=${ARCHIVE#"$ROOT"/} KERNEL_SOURCE=${KERNEL_SOURCE:-none})"
