@@ -277,7 +277,7 @@ func Markdown(rep elites.Bench) string {
 		fmt.Fprintf(&b, "- baseline: `%s` of %s (tuned for %s), timed in the same run\n", textfmt.OrUnknown(rep.BaselineBest), rep.Baseline, textfmt.Problem(rep.BaselineFor))
 	}
 	if rep.Dtype == "fp8" {
-		fmt.Fprintf(&b, "- PyTorch is timed in %s (its flash and cuDNN backends take no fp8); e2e is ours against fp32 attention on the unquantised inputs, worst check case (cosine / relative L1)\n",
+		fmt.Fprintf(&b, "- PyTorch is timed in %s (its flash and cuDNN backends take no fp8); e2e is ours against fp32 attention on the unquantised inputs, worst check case at input scale 1 (cosine / relative L1)\n",
 			Dtype(rep.Dtype, rep.TunedFor.OutDtype))
 	}
 	fmt.Fprintf(&b, "- method: %s; µs per call, median of the samples of a CUDA graph of many calls (graph) or of batches of plain launches "+
