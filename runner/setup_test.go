@@ -92,3 +92,48 @@ func TestCacheDirectory(t *testing.T) {
 		t.Errorf("CacheDirectory(\"\") = %q, %v; want /cache/home/evotune", got, err)
 	}
 }
+
+// TestDeviceOpen opens the whole GPU stack the way tune, check and bench
+// do, and takes the family default through every gate; a GPU index the
+// machine lacks is a SetupError on GPUs, and a compile-only setup with no
+// architecture takes the GPU's.
+func TestDeviceOpen(t *testing.T) {
+	if ok, why := devGPUPresent(); !ok {
+		t.Skip(why)
+	}
+	ctx := context.Background()
+	cache := t.TempDir()
+	if _, err := Open(ctx, Setup{GPUs: []int{99}, Cache: cache, CUDAHome: os.Getenv("CUDA_HOME")}); err == nil {
+		t.Error("Open on GPU 99 succeeded")
+	} else if se := (*SetupError)(nil); !errors.As(err, &se) || se.Field != FieldGPUs {
+		t.Errorf("Open on GPU 99: %v, want a SetupError on GPUs", err)
+	}
+	rig, err := Open(ctx, Setup{Cache: cache, CUDAHome: os.Getenv("CUDA_HOME"), Stderr: devLogWriter{t}})
+	if err != nil {
+		t.Skipf("a GPU but no rig: %v", err)
+	}
+	defer rig.Close()
+	if len(rig.GPUs()) != 1 || rig.Env().GPU == "" || rig.Env().Arch != rig.Arch() || rig.Target().SMs <= 0 {
+		t.Errorf("rig: %d GPUs, env %+v, target %+v", len(rig.GPUs()), rig.Env(), rig.Target())
+	}
+	p := space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
+	sp, err := rig.Space(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := rig.Pipeline(p, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := pipe.Evaluate(ctx, sp.Default()); !r.OK() || r.Env.GPUUUID == "" {
+		t.Errorf("the family default: %s at the %s gate (%s), env %+v", r.Status, r.Gate, r.Reason, r.Env)
+	}
+	co, err := Open(ctx, Setup{CompileOnly: true, Cache: cache, CUDAHome: os.Getenv("CUDA_HOME")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	if co.Arch() != rig.Arch() || len(co.GPUs()) != 0 {
+		t.Errorf("compile-only rig: arch %s (the GPU's is %s), %d GPUs", co.Arch(), rig.Arch(), len(co.GPUs()))
+	}
+}
