@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"evotune/cmd/evotune/internal/progress"
 	"evotune/elites"
 	"evotune/evo"
 	"evotune/kernels"
@@ -154,12 +155,12 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	warnSkipped(c.stderr, archive)
 	warnForeign(c.stderr, archive, b.space)
 
-	var progress *progressReporter
+	var shown *progress.Reporter
 	if !opts.Quiet {
-		progress = newProgressReporter(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
-		progress.width, progress.replayed = c.width, b.replayed()
+		shown = progress.New(c.stderr, c.terminal, c.now, opts.ProgressEvery, b.describe)
+		shown.Width, shown.Replayed = c.width, b.replayed()
 	}
-	eo := opts.evoOptions(b.clock, progress)
+	eo := opts.evoOptions(b.clock, shown)
 	eo.Seeds = seeds
 	eo.Confirmer = b.confirm
 	search, err := startSearch(c.stderr, fs, b, archive, state, eo)
@@ -172,8 +173,8 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	}
 
 	summary, runErr := search.Run(ctx)
-	if progress != nil {
-		progress.finish()
+	if shown != nil {
+		shown.Finish()
 	}
 	writeSummary(c.stdout, summary, archive, opts, b)
 	if runErr != nil {
@@ -211,7 +212,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 }
 
 // evoOptions turns the flags into the search's options.
-func (o tuneOptions) evoOptions(clock evo.Clock, progress *progressReporter) evo.Options {
+func (o tuneOptions) evoOptions(clock evo.Clock, shown *progress.Reporter) evo.Options {
 	eo := evo.DefaultOptions()
 	eo.Strategy, eo.Seed = o.Strategy, o.Seed
 	eo.Population, eo.Elites, eo.Parallel, eo.Screen = o.Population, o.Elites, o.Parallel, o.Screen
@@ -223,8 +224,8 @@ func (o tuneOptions) evoOptions(clock evo.Clock, progress *progressReporter) evo
 	}
 	eo.MaxEvals, eo.MaxTime = o.Evals, o.Budget
 	eo.Clock = clock
-	if progress != nil {
-		eo.OnProgress = progress.update
+	if shown != nil {
+		eo.OnProgress = shown.Update
 	}
 	return eo
 }

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bytes"
@@ -16,29 +16,29 @@ import (
 func TestProgressLines(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Unix(0, 0)
-	r := newProgressReporter(&out, false, func() time.Time { return now }, 10*time.Second, func(key string) string { return "d(" + key + ")" })
+	r := New(&out, false, func() time.Time { return now }, 10*time.Second, func(key string) string { return "d(" + key + ")" })
 	p := evo.Progress{Evals: 1, MaxEvals: 300, Elapsed: time.Second, ByStatus: map[space.Status]int{}}
-	r.update(p) // neither an interval nor a tenth: silent
+	r.Update(p) // neither an interval nor a tenth: silent
 	if out.Len() != 0 {
 		t.Fatalf("printed %q before an interval passed", out.String())
 	}
 	p.Evals, p.Best, p.BestKey = 30, 5.8213, "k"
 	p.ByStatus = map[space.Status]int{space.StatusOK: 25, space.StatusIncorrect: 3, space.StatusPtxasReject: 2}
 	p.Elapsed, p.ETA = 4*time.Minute+10*time.Second, 6*time.Minute
-	r.update(p) // a tenth of the evaluation budget
+	r.Update(p) // a tenth of the evaluation budget
 	want := "evotune: 30/300 evals, best 5.82 µs (d(k)), 3 incorrect, 2 ptxas_reject, elapsed 4m10s, eta 6m\n"
 	if out.String() != want {
 		t.Fatalf("got %q\nwant %q", out.String(), want)
 	}
 	out.Reset()
 	p.Evals = 31
-	r.update(p)
+	r.Update(p)
 	if out.Len() != 0 {
 		t.Fatalf("printed %q twice within one tenth and one interval", out.String())
 	}
 	now = now.Add(10 * time.Second)
 	p.MaxEvals, p.ETA = 0, 0
-	r.update(p) // the wall-time interval
+	r.Update(p) // the wall-time interval
 	if got := out.String(); got != "evotune: 31 evals, best 5.82 µs (d(k)), 3 incorrect, 2 ptxas_reject, elapsed 4m10s\n" {
 		t.Errorf("after the interval: %q", got)
 	}
@@ -49,18 +49,18 @@ func TestProgressLines(t *testing.T) {
 func TestProgressBar(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Unix(0, 0)
-	r := newProgressReporter(&out, true, func() time.Time { return now }, time.Second, func(string) string { return "" })
-	r.update(evo.Progress{Evals: 12, MaxEvals: 100, Best: 6.5, BestKey: "k", ETA: time.Minute, ByStatus: map[space.Status]int{}})
+	r := New(&out, true, func() time.Time { return now }, time.Second, func(string) string { return "" })
+	r.Update(evo.Progress{Evals: 12, MaxEvals: 100, Best: 6.5, BestKey: "k", ETA: time.Minute, ByStatus: map[space.Status]int{}})
 	if !strings.Contains(out.String(), "(12/100)") {
 		t.Errorf("the first result did not draw the bar: %q", out.String())
 	}
-	r.update(evo.Progress{Evals: 13, MaxEvals: 100, Best: 6.4, ByStatus: map[space.Status]int{}})
+	r.Update(evo.Progress{Evals: 13, MaxEvals: 100, Best: 6.4, ByStatus: map[space.Status]int{}})
 	if strings.Contains(out.String(), "13/100") {
 		t.Errorf("the bar was drawn twice within %v", barEvery)
 	}
 	now = now.Add(barEvery)
-	r.update(evo.Progress{Evals: 14, MaxEvals: 100, Best: 6.5, BestKey: "k", ETA: time.Minute, ByStatus: map[space.Status]int{space.StatusFault: 1}})
-	r.finish()
+	r.Update(evo.Progress{Evals: 14, MaxEvals: 100, Best: 6.5, BestKey: "k", ETA: time.Minute, ByStatus: map[space.Status]int{space.StatusFault: 1}})
+	r.Finish()
 	s := out.String()
 	for _, want := range []string{"(14/100)", "best 6.50 µs, 1 fault, eta 1m"} {
 		if !strings.Contains(s, want) {
@@ -79,8 +79,8 @@ func TestProgressBarFitsWidth(t *testing.T) {
 		for _, budget := range []string{"evals", "time", "none"} {
 			var out bytes.Buffer
 			now := time.Unix(0, 0)
-			r := newProgressReporter(&out, true, func() time.Time { return now }, time.Second, func(string) string { return "" })
-			r.width, r.replayed = width, true
+			r := New(&out, true, func() time.Time { return now }, time.Second, func(string) string { return "" })
+			r.Width, r.Replayed = width, true
 			for i := 1; i <= 50; i++ {
 				p := evo.Progress{Evals: i * 2000, Best: 17.153, BestKey: "k", ETA: 10*time.Hour + 28*time.Minute,
 					Elapsed:  time.Duration(i) * time.Minute,
@@ -91,10 +91,10 @@ func TestProgressBarFitsWidth(t *testing.T) {
 				case "time":
 					p.MaxTime = 8 * time.Hour
 				}
-				r.update(p)
+				r.Update(p)
 				now = now.Add(barEvery)
 			}
-			r.finish()
+			r.Finish()
 			frames := strings.Split(strings.ReplaceAll(out.String(), "\033[0K", ""), "\r")
 			widest := ""
 			for _, f := range frames {
@@ -124,41 +124,4 @@ func TestProgressBarFitsWidth(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestLoadingNotice: quick work prints nothing; slow work is announced once
-// the threshold passes, and its duration said when it ends.
-func TestLoadingNotice(t *testing.T) {
-	var out bytes.Buffer
-	loading(&out, "archive quick", time.Hour)()
-	if out.Len() != 0 {
-		t.Errorf("quick work printed %q", out.String())
-	}
-	w := &signalWriter{wrote: make(chan struct{}, 1)}
-	done := loading(w, "archive slow", 5*time.Millisecond)
-	select {
-	case <-w.wrote:
-	case <-time.After(10 * time.Second):
-		t.Fatal("slow work was not announced")
-	}
-	done()
-	got := w.buf.String()
-	if !strings.HasPrefix(got, "evotune: loading archive slow...\nevotune: loaded archive slow in ") || strings.Count(got, "\n") != 2 {
-		t.Errorf("slow work printed %q", got)
-	}
-}
-
-// A signalWriter collects what is written and signals the first write.
-type signalWriter struct {
-	buf   bytes.Buffer
-	wrote chan struct{}
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	n, err := w.buf.Write(p)
-	select {
-	case w.wrote <- struct{}{}:
-	default:
-	}
-	return n, err
 }

@@ -1,4 +1,7 @@
-package main
+// Package progress shows a running search on stderr: a bar on a terminal
+// that never wraps, or plain lines at intervals and at each tenth of the
+// budget in a log.
+package progress
 
 import (
 	"fmt"
@@ -11,14 +14,15 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"evotune/cmd/evotune/internal/textfmt"
 	"evotune/evo"
 	"evotune/space"
 )
 
-// A progressReporter shows a running search on stderr: a bar on a
-// terminal, or plain lines at intervals in a log. Its methods are called
-// one at a time (the search serialises OnProgress).
-type progressReporter struct {
+// A Reporter shows a running search on stderr: a bar on a terminal, or
+// plain lines at intervals in a log. Its methods are called one at a time
+// (the search serialises OnProgress).
+type Reporter struct {
 	w        io.Writer
 	terminal bool
 	now      func() time.Time // wall time, for the interval between plain lines
@@ -27,13 +31,13 @@ type progressReporter struct {
 	// the default).
 	describe func(key string) string
 
-	// width is the terminal's width in columns (0: unknown, taken as 80):
+	// Width is the terminal's width in columns (0: unknown, taken as 80):
 	// a bar line longer than it would wrap, and every redraw would leave a
 	// line behind.
-	width int
-	// replayed says the search's clock is virtual (a replay): its times are
+	Width int
+	// Replayed says the search's clock is virtual (a replay): its times are
 	// labelled as replayed, not shown as if they were real.
-	replayed bool
+	Replayed bool
 
 	bar       *progressbar.ProgressBar
 	barWidth  int
@@ -41,16 +45,19 @@ type progressReporter struct {
 	lastTenth int       // the tenth of the budget reached at the last plain line
 }
 
-func newProgressReporter(w io.Writer, terminal bool, now func() time.Time, every time.Duration, describe func(string) string) *progressReporter {
-	r := &progressReporter{w: w, terminal: terminal, now: now, every: every, describe: describe, lastLine: now()}
+// New returns a Reporter writing to w: a bar when terminal, else a plain
+// line every interval of now's time and at each tenth of the budget.
+// describe renders a config key for people.
+func New(w io.Writer, terminal bool, now func() time.Time, every time.Duration, describe func(string) string) *Reporter {
+	r := &Reporter{w: w, terminal: terminal, now: now, every: every, describe: describe, lastLine: now()}
 	if terminal {
 		r.lastLine = time.Time{} // draw the bar at the first result
 	}
 	return r
 }
 
-// update shows p.
-func (r *progressReporter) update(p evo.Progress) {
+// Update shows p.
+func (r *Reporter) Update(p evo.Progress) {
 	if r.terminal {
 		r.updateBar(p)
 		return
@@ -79,7 +86,7 @@ func budgetFraction(p evo.Progress) float64 {
 }
 
 // line renders p as one line: counts, best, failures, elapsed time, ETA.
-func (r *progressReporter) line(p evo.Progress) string {
+func (r *Reporter) line(p evo.Progress) string {
 	var b strings.Builder
 	if p.MaxEvals > 0 {
 		fmt.Fprintf(&b, "%d/%d evals", p.Evals, p.MaxEvals)
@@ -87,16 +94,16 @@ func (r *progressReporter) line(p evo.Progress) string {
 		fmt.Fprintf(&b, "%d evals", p.Evals)
 	}
 	if p.Best > 0 {
-		fmt.Fprintf(&b, ", best %s µs (%s)", us(p.Best), r.describe(p.BestKey))
+		fmt.Fprintf(&b, ", best %s µs (%s)", textfmt.US(p.Best), r.describe(p.BestKey))
 	} else {
 		b.WriteString(", no correct config yet")
 	}
 	b.WriteString(failureCounts(p.ByStatus))
-	fmt.Fprintf(&b, ", elapsed %s", human(p.Elapsed))
+	fmt.Fprintf(&b, ", elapsed %s", textfmt.Human(p.Elapsed))
 	if p.ETA > 0 {
-		fmt.Fprintf(&b, ", eta %s", human(p.ETA))
+		fmt.Fprintf(&b, ", eta %s", textfmt.Human(p.ETA))
 	}
-	if r.replayed {
+	if r.Replayed {
 		b.WriteString(" (replayed clock)")
 	}
 	return b.String()
@@ -120,7 +127,7 @@ func failureCounts(by map[space.Status]int) string {
 // exceeds the terminal's width: the bar is shorter on a narrow terminal,
 // and the description drops the failure counts, then the ETA, then the
 // best, as the width shrinks.
-func (r *progressReporter) updateBar(p evo.Progress) {
+func (r *Reporter) updateBar(p evo.Progress) {
 	if r.bar == nil {
 		length, showCount := int64(-1), true
 		switch {
@@ -157,7 +164,7 @@ func (r *progressReporter) updateBar(p evo.Progress) {
 }
 
 // barText is the description drawn after the bar, as much of it as fits.
-func (r *progressReporter) barText(p evo.Progress) string {
+func (r *Reporter) barText(p evo.Progress) string {
 	// What the library draws besides the description, as it draws it:
 	// " 100% |", the bar, "| ", then the count "(N/M)" and a space, or for a
 	// time budget a space, or for no budget a spinner, a space and "(N/-)";
@@ -179,11 +186,11 @@ func (r *progressReporter) barText(p evo.Progress) string {
 	}
 	best, eta := "", ""
 	if p.Best > 0 {
-		best = fmt.Sprintf("best %s µs", us(p.Best))
+		best = fmt.Sprintf("best %s µs", textfmt.US(p.Best))
 	}
 	if p.ETA > 0 {
-		eta = "eta " + human(p.ETA)
-		if r.replayed {
+		eta = "eta " + textfmt.Human(p.ETA)
+		if r.Replayed {
 			eta += " replayed"
 		}
 	}
@@ -201,9 +208,9 @@ func (r *progressReporter) barText(p evo.Progress) string {
 }
 
 // columns is the terminal's width, 80 when unknown.
-func (r *progressReporter) columns() int {
-	if r.width > 0 {
-		return r.width
+func (r *Reporter) columns() int {
+	if r.Width > 0 {
+		return r.Width
 	}
 	return 80
 }
@@ -220,9 +227,9 @@ func displayWidth(text string) int { return utf8.RuneCountInString(text) }
 // barEvery is the shortest interval between two drawings of the bar.
 const barEvery = 100 * time.Millisecond
 
-// finish clears the bar so that the summary that follows starts on a
+// Finish clears the bar so that the summary that follows starts on a
 // clean line.
-func (r *progressReporter) finish() {
+func (r *Reporter) Finish() {
 	if r.bar != nil {
 		r.bar.Clear()
 		fmt.Fprint(r.w, "\r")
