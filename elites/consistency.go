@@ -1,11 +1,10 @@
 package elites
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,31 +99,42 @@ func sameProblem(p, q space.Problem) bool {
 		slices.Equal(p.Shapes, q.Shapes) && slices.Equal(p.Weights, q.Weights)
 }
 
-// salvage reads what it can of a line that does not decode as a result: its
-// key, status and objective, to tell whether it may have held a result
-// better than those read. A field it cannot read stays empty.
+// The fields salvage looks for in a damaged line; a result's own fields
+// come before any nested one of the same name (timings have none).
+var (
+	salvageKey       = regexp.MustCompile(`"key":\s*"((?:[^"\\]|\\.)*)"`)
+	salvageStatus    = regexp.MustCompile(`"status":\s*"([a-z_]+)"`)
+	salvageObjective = regexp.MustCompile(`"objective_us":\s*([-+0-9.eE]+)`)
+)
+
+// salvage reads what it can of a line that does not decode as a result,
+// even a line cut short: its key, status and objective, to tell whether it
+// may have held a result better than those read. A field it cannot read
+// stays empty (0 for the objective, and for one out of range).
 func salvage(text []byte) (key string, status space.Status, objective float64) {
-	var v struct {
-		Key       string          `json:"key"`
-		Status    string          `json:"status"`
-		Objective json.RawMessage `json:"objective_us"`
+	if m := salvageKey.FindSubmatch(text); m != nil {
+		if k, err := strconv.Unquote(`"` + string(m[1]) + `"`); err == nil {
+			key = k
+		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(text))
-	if dec.Decode(&v) != nil {
-		return "", "", 0
+	if m := salvageStatus.FindSubmatch(text); m != nil {
+		status = space.Status(m[1])
 	}
-	if f, err := strconv.ParseFloat(string(v.Objective), 64); err == nil && f > 0 && !math.IsInf(f, 0) {
-		objective = f
+	if m := salvageObjective.FindSubmatch(text); m != nil {
+		if f, err := strconv.ParseFloat(string(m[1]), 64); err == nil && f > 0 && !math.IsInf(f, 0) {
+			objective = f
+		}
 	}
-	return v.Key, space.Status(v.Status), objective
+	return key, status, objective
 }
 
 // Hidden returns the damaged lines of the log that may have held a result
 // that passed every gate with an objective below than (math.Inf(1): any):
-// lines written whole that do not read, whose status is ok or unreadable,
-// whose objective is below than or unreadable, and whose config the log does
-// not also hold in a line that reads (a later run evaluated it again). The
-// tables and exports of the readable results may be missing them.
+// lines written whole that do not read but still say they passed (status
+// ok), whose objective is below than or unreadable, and whose config the log
+// does not also hold in a line that reads (a later run evaluated it again).
+// The tables and exports of the readable results may be missing them. A
+// line too damaged to say its status is only reported as skipped.
 func (a *Archive) Hidden(than float64) []LoadWarning {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -136,7 +146,7 @@ func (a *Archive) Hidden(than float64) []LoadWarning {
 		if _, ok := a.byKey[w.Key]; ok && w.Key != "" {
 			continue
 		}
-		if w.Status != "" && w.Status != space.StatusOK {
+		if w.Status != space.StatusOK {
 			continue
 		}
 		if w.Objective > 0 && w.Objective >= than {
