@@ -1,0 +1,162 @@
+package main
+
+// Opening large archives: show, export and tune's open of archives of 10k,
+// 100k and 300k results made from the H100 night's log (GPU results with
+// their samples, about 5.8 KB a line). results/*-open-bench.md holds a run.
+//
+//	go test ./cmd/evotune -run '^$' -bench OpenArchive -benchtime 3x -timeout 1h
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"evotune/elites"
+)
+
+// nightArchive is the committed archive of a 20-minute H100 night.
+const nightArchive = "../../results/2026-11-22-h100-night/archive"
+
+// benchArchive returns an archive of n results made by repeating the
+// night's log, each copy's configs told apart by an extra knob "copy" (so
+// only the first copy's configs are of the knob space). It is made once in
+// the directory $EVOTUNE_BENCH_DIR (else the temporary directory) and kept
+// for later runs.
+func benchArchive(b *testing.B, n int) string {
+	b.Helper()
+	root := os.Getenv("EVOTUNE_BENCH_DIR")
+	if root == "" {
+		root = os.TempDir()
+	}
+	dir := filepath.Join(root, fmt.Sprintf("evotune-open-bench-%d", n))
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return dir
+	}
+	os.RemoveAll(dir)
+	night, err := elites.Read(nightArchive)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := elites.Create(dir, night.Meta())
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.Close()
+	f, err := os.Open(filepath.Join(nightArchive, "results.jsonl.gz"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.SplitAfter(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	head := regexp.MustCompile(`^\{"seq":\d+,"key":"([^"]*)","config":\{`)
+	out, err := os.Create(filepath.Join(dir, "results.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
+	for i := range n {
+		line, copyN := bytes.TrimSuffix(lines[i%len(lines)], []byte("\n")), i/len(lines)
+		m := head.FindSubmatchIndex(line)
+		if m == nil {
+			b.Fatalf("line %d of the night's log does not start as a result", i%len(lines)+1)
+		}
+		key := string(line[m[2]:m[3]])
+		if copyN > 0 {
+			key += ",copy=" + strconv.Itoa(copyN)
+		}
+		fmt.Fprintf(w, `{"seq":%d,"key":"%s","config":{`, i+1, key)
+		if copyN > 0 {
+			fmt.Fprintf(w, `"copy":"%d",`, copyN)
+		}
+		w.Write(line[m[1]:])
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// BenchmarkOpenArchive times, for each size, elites.Read (what every reader
+// starts with), elites.Open (tune's open for writing: lock, identity, the
+// log), and the commands show and export end to end. It reports the heap
+// held with the archive open (MB-live) beside the allocations.
+func BenchmarkOpenArchive(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 300_000} {
+		dir := benchArchive(b, n)
+		name := fmt.Sprintf("%dk", n/1000)
+		b.Run("read/"+name, func(b *testing.B) {
+			var a *elites.Archive
+			for b.Loop() {
+				var err error
+				if a, err = elites.Read(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportLive(b, a)
+		})
+		b.Run("open/"+name, func(b *testing.B) {
+			var a *elites.Archive
+			meta := readMeta(b, dir)
+			for b.Loop() {
+				var err error
+				if a, err = elites.Open(dir, meta, elites.OpenOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				a.Close()
+				b.StartTimer()
+			}
+			reportLive(b, a)
+		})
+		for _, cmd := range [][]string{{"show", "--archive", dir}, {"export", "--archive", dir, "--out", b.TempDir()}} {
+			b.Run(cmd[0]+"/"+name, func(b *testing.B) {
+				for b.Loop() {
+					var stdout, stderr bytes.Buffer
+					if err := run(b.Context(), cmd, &stdout, &stderr); err != nil {
+						b.Fatalf("%v: %v\n%s", cmd, err, stderr.String())
+					}
+				}
+			})
+		}
+	}
+}
+
+func readMeta(b *testing.B, dir string) elites.Meta {
+	a, err := elites.Read(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a.Meta()
+}
+
+// reportLive reports the heap held while a is open.
+func reportLive(b *testing.B, a *elites.Archive) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "MB-live")
+	runtime.KeepAlive(a)
+}
