@@ -20,7 +20,7 @@ REPLAY_ARCHIVE ?= evotune-replay-archive
 BENCH_REPLAY ?= $(or $(lastword $(sort $(wildcard runner/testdata/replay/h100-*.jsonl.gz))),runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz)
 REPORT_OUT   ?= evotune-report
 BENCH_OUT    ?= results/bench-$(shell date -u +%Y%m%d)
-TEST_TIMEOUT ?= 10m
+TEST_TIMEOUT ?= 30m
 FUZZTIME     ?= 2m
 
 .PHONY: build test tune tune-replay bench-search report bench lint fuzz

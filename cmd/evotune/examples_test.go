@@ -50,6 +50,7 @@ func runTool(t *testing.T, dir, name string, args ...string) {
 // PyTorch extension against it. No GPU is needed; examples/device-check.sh
 // runs them on one.
 func TestExamplesBuild(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	nvcc := nvccFor(t)
 	work := t.TempDir()
 	b := filepath.Join(work, "third_party", "attention")
@@ -130,6 +131,7 @@ func TestExamplesBuild(t *testing.T) {
 // fp8 bundle (the launcher takes the dequantisation scales) with the nvcc
 // that builds E4M3 mma.
 func TestExamplesBuildFP8(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
 	if nvcc == "" {
 		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)

@@ -63,6 +63,7 @@ func openWritable(t *testing.T, dir string) *elites.Archive {
 // kill is still there after the next run, and no config is recorded twice;
 // the last run completes with the elites of an uninterrupted run.
 func TestTuneSurvivesTwentyKills(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	if testing.Short() {
 		t.Skip("twenty killed and resumed runs take about half a minute; skipped with -short (TestTuneResume kills once)")
 	}
@@ -155,6 +156,7 @@ func TestTuneSurvivesTwentyKills(t *testing.T) {
 // crash or a full disk may leave it: evotune show warns about the torn line
 // and reports every whole line before it.
 func TestShowTruncatedLog(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	src := filepath.Join(t.TempDir(), "archive")
 	if _, stderr, code := runCLI(t, "tune", "--replay", replayFile, "--archive", src, "--seed", "3", "--evals", "30", "--quiet"); code != 0 {
 		t.Fatalf("tune: exit %d\n%s", code, stderr)
@@ -229,6 +231,7 @@ func copyArchive(t *testing.T, src string) string {
 // line, and a run without the limit completes the same search as an
 // uninterrupted one.
 func TestTuneDiskFull(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	if testing.Short() {
 		t.Skip("three searches take about ten seconds; skipped with -short")
 	}
@@ -271,6 +274,7 @@ func TestTuneDiskFull(t *testing.T) {
 // TestTuneStaleLock checks that the lock of a SIGKILLed tune, still on disk
 // with its pid, does not block the next run, while a live one does.
 func TestTuneStaleLock(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	bin := evotuneBinary(t)
 	dir := filepath.Join(t.TempDir(), "archive")
 	log := filepath.Join(dir, "results.jsonl")

@@ -197,6 +197,7 @@ func TestNVCCGetsOnlySpaceFlags(t *testing.T) {
 // hostile config: the log line stays inert (never an elite, never
 // exported), and the state is rebuilt from the log with a line naming why.
 func TestHostileArchive(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	src := filepath.Join(t.TempDir(), "archive")
 	if _, stderr, code := runCLI(t, "tune", "--replay", replayFile, "--archive", src, "--seed", "3", "--evals", "40", "--quiet"); code != 0 {
 		t.Fatalf("tune: exit %d\n%s", code, stderr)

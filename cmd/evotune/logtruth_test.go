@@ -84,6 +84,7 @@ func checkSameOutcome(t *testing.T, refDir, dir string, damaged int) {
 // are run again and nothing else, and the archive ends as the uninterrupted
 // run's.
 func TestTuneRebuildsState(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	refDir := referenceArchive(t)
 	ref := logLines(t, refDir)
 	bestSeq := must(readArchive(t, refDir).Best()).Seq
@@ -150,6 +151,7 @@ func TestTuneRebuildsState(t *testing.T) {
 // archive: every command that reads it refuses, naming the field and both
 // values, as tune does.
 func TestReadersRefuseEditedMeta(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	refDir := referenceArchive(t)
 	dir := copyArchive(t, refDir)
 	path := filepath.Join(dir, "meta.json")
@@ -193,6 +195,7 @@ func TestReadersRefuseEditedMeta(t *testing.T) {
 // second best unless --force, and after tune has evaluated it again nothing
 // is hidden any more.
 func TestReadersNameDamagedBest(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	refDir := referenceArchive(t)
 	ref := readArchive(t, refDir)
 	best := must(ref.Best())
@@ -249,6 +252,7 @@ func TestReadersNameDamagedBest(t *testing.T) {
 // settings in force, the banner shows the settings in force, and the search
 // ends as an uninterrupted run with the archive's settings.
 func TestResumeNamesIgnoredFlags(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	refDir := referenceArchive(t)
 	longer := func(dir string, more ...string) []string {
 		args := rebuildArgs(dir, more...)
@@ -293,6 +297,7 @@ func TestResumeNamesIgnoredFlags(t *testing.T) {
 // sources that are not archives: every error names the archive that holds
 // each value.
 func TestMergeNamesSource(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	synthetic := referenceArchive(t)
 	meta := readArchive(t, synthetic).Meta()
 	if meta.SourceHash == "" {
