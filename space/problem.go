@@ -80,8 +80,19 @@ func (p Problem) Weight(i int) float64 {
 	return 1
 }
 
+// KernelTunerFamilyPrefix starts the family name of a space read from a
+// Kernel Tuner cache file (the kernel's name follows): its knobs and its
+// problem come from the file, so such a problem has no shape and no dtype.
+const KernelTunerFamilyPrefix = "kernel_tuner/"
+
 // Validate checks the problem's own consistency.
 func (p Problem) Validate() error {
+	if strings.HasPrefix(p.Family, KernelTunerFamilyPrefix) {
+		if len(p.Shapes) != 0 || p.Dtype != "" || p.Causal || p.OutDtype != "" {
+			return fmt.Errorf("problem %s: a Kernel Tuner space takes no shape, dtype or causal flag", p.Family)
+		}
+		return nil
+	}
 	if len(p.Shapes) == 0 {
 		return fmt.Errorf("problem has no shape")
 	}
