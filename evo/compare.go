@@ -300,6 +300,9 @@ type BudgetStats struct {
 	Budget         int     `json:"budget"`
 	MeanFraction   float64 `json:"mean_fraction"`
 	MedianFraction float64 `json:"median_fraction"`
+	// SDFraction is the standard deviation of the fraction over the runs:
+	// the spread of one run, not of the mean.
+	SDFraction float64 `json:"sd_fraction"`
 	// Score is (mean − random)/(1 − random) in fractions of the optimum,
 	// random being the exact expectation: 0 is as good as random search,
 	// 1 always finds the optimum. NaN when random search is sure to find
@@ -382,7 +385,7 @@ func CompareStrategies(ctx context.Context, sp *space.Space, ev Evaluator, land 
 			mean := meanOf(fr)
 			rnd := c.RandomFraction[bi]
 			st.Budgets = append(st.Budgets, BudgetStats{
-				Budget: b, MeanFraction: mean, MedianFraction: medianOf(fr),
+				Budget: b, MeanFraction: mean, MedianFraction: medianOf(fr), SDFraction: sdOf(fr, mean),
 				Score: (mean - rnd) / (1 - rnd),
 			})
 		}
@@ -449,6 +452,19 @@ func meanOf(xs []float64) float64 {
 		sum += x
 	}
 	return sum / float64(len(xs))
+}
+
+// sdOf is the sample standard deviation of xs about their mean; 0 for
+// fewer than two values.
+func sdOf(xs []float64, mean float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(ss / float64(len(xs)-1))
 }
 
 func medianOf(xs []float64) float64 {

@@ -16,8 +16,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"evotune/evo"
-	"evotune/kernels"
-	"evotune/runner"
 	"evotune/space"
 )
 
@@ -41,13 +39,16 @@ const (
 
 // benchSearchOptions are the flags of evotune bench-search.
 type benchSearchOptions struct {
-	Replay     string
-	Seeds      int
-	FirstSeed  uint64
-	Budgets    []int
-	Strategies []string
-	Parallel   int
-	Format     string
+	recordedFileFlags
+	// KTPublished is a file of published figures to set beside a Kernel
+	// Tuner space's.
+	KTPublished string
+	Seeds       int
+	FirstSeed   uint64
+	Budgets     []int
+	Strategies  []string
+	Parallel    int
+	Format      string
 	// Tolerance is how close to the optimum counts as reaching it, for the
 	// evaluations-to-reach table and the goal line; the goal is stated at
 	// goalTolerance.
@@ -73,13 +74,18 @@ func benchSearchCommand() command {
 	return command{
 		name:    "bench-search",
 		summary: "compare the search strategies on a replay file against its known optimum",
-		synopsis: "evotune bench-search [--replay FILE] [--seeds N] [--budgets N,N,...] [--strategies evo,random,exhaustive]\n" +
+		synopsis: "evotune bench-search [--replay FILE | --kt-cache FILE [--kt-valid-only] [--kt-published FILE]] [--seeds N] [--budgets N,N,...] [--strategies evo,random,exhaustive]\n" +
 			"                      [--parallel N] [--format table|markdown|json] [search flags]",
 		examples: `  # Compare evo, random and exhaustive search on the committed synthetic recording.
   evotune bench-search --replay runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz
 
   # Try a population of 16 with tournaments of 4, as a markdown report.
   evotune bench-search --population 16 --tournament 4 --format markdown
+
+  # A public Kernel Tuner space under the published protocol, beside the
+  # published strategies' figures.
+  evotune bench-search --kt-cache runner/testdata/ktcache/GEMM_A100.json.gz \
+      --kt-published runner/testdata/ktcache/published.json
 
 Every config of the replay file has a result, so the optimum is known. Each
 strategy runs once per seed to the largest budget, in memory; the smaller
@@ -88,6 +94,14 @@ budgets are read off the same runs. The fraction reached is optimum/best
 (mean − random)/(1 − random), random being the exact expected fraction of
 random search without replacement. The exhaustive strategy walks the space in
 its fixed order, so it runs once whatever --seeds says.
+
+With --kt-cache the space is the full product of a Kernel Tuner cache's tune
+parameters (the published protocol: a config absent from the cache, or failed
+in it, costs an evaluation and yields nothing; --kt-valid-only searches the
+timed configs alone), the budgets default to 25,50,...,1600, and the report
+adds both exact random baselines and, with --kt-published, each published
+strategy's mean fraction with a PASS/FAIL line per budget for evo against the
+best of them.
 `,
 		run: runBenchSearch,
 	}
@@ -103,26 +117,36 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	if opts.Replay == "" {
+	if opts.KTCache != "" && !fs.Changed("budgets") {
+		opts.Budgets = ktBudgets
+	}
+	if opts.Replay == "" && opts.KTCache == "" {
 		path, err := defaultReplay()
 		if err != nil {
 			return err
 		}
 		opts.Replay = path
 	}
-	rp, sp, prob, err := loadBenchReplay(opts.Replay)
+	var rs recordedSpace
+	var err error
+	if opts.KTCache != "" {
+		rs, err = loadKTCache("bench-search", opts.KTCache, opts.KTValidOnly, opts.KTMacro)
+	} else {
+		prob, _ := defaultProblem().problem("bench-search") // the mission shape, valid
+		rs, err = loadReplay("bench-search", opts.Replay, prob, false, "")
+	}
 	if err != nil {
 		return err
 	}
-	land, err := benchLandscape(ctx, rp, sp)
+	land, err := benchLandscape(ctx, rs.eval, rs.space)
 	if err != nil {
-		return fmt.Errorf("bench-search --replay %s: %w", opts.Replay, err)
+		return fmt.Errorf("bench-search %s: %w", rs.path, err)
 	}
 	workers := opts.Parallel
 	if workers == 0 {
 		workers = runtime.NumCPU()
 	}
-	sc, err := evo.CompareStrategies(ctx, sp, rp, land, evo.CompareOptions{
+	sc, err := evo.CompareStrategies(ctx, rs.space, rs.eval, land, evo.CompareOptions{
 		Base: opts.Search, Strategies: opts.Strategies, Seeds: opts.Seeds, FirstSeed: opts.FirstSeed,
 		Budgets: opts.Budgets, Tolerance: opts.Tolerance, Workers: workers,
 	})
@@ -133,14 +157,19 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("bench-search: %w", err)
 	}
 	rep := searchBenchReport{
-		Replay:     filepath.Base(opts.Replay),
-		Problem:    problemLine(prob),
-		Recorded:   rp.Header().Recorded,
+		Replay:     filepath.Base(rs.path),
+		Problem:    problemLine(rs.problem),
+		Recorded:   rs.recorded,
 		Seeds:      opts.Seeds,
 		FirstSeed:  opts.FirstSeed,
 		Search:     searchParams(opts.Search),
 		Comparison: sc,
 		Goal:       sc.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
+	}
+	if rs.kt != nil {
+		if rep.KT, err = newKTComparison(ctx, rs, sc, opts.KTPublished); err != nil {
+			return fmt.Errorf("bench-search: %w", err)
+		}
 	}
 	return rep.write(c.stdout, opts.Format)
 }
@@ -149,6 +178,8 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Replay, "replay", o.Replay, "replay `file` whose every config has a result (default: "+
 		replayDir+"/"+realReplayGlob+" when present, else "+synthReplayName+" there)")
+	o.recordedFileFlags.registerKT(fs)
+	fs.StringVar(&o.KTPublished, "kt-published", o.KTPublished, "with --kt-cache: a JSON `file` of published mean fractions of the optimum per space, strategy and budget, to compare evo with (the space is the cache file's name without .json.gz)")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "runs of each strategy, with seeds F..F+N-1 (F: --first-seed)")
 	fs.Uint64Var(&o.FirstSeed, "first-seed", o.FirstSeed, "seed of each strategy's first run, e.g. 51 with --seeds 100 for seeds 51..150")
 	fs.IntSliceVar(&o.Budgets, "budgets", o.Budgets, "evaluation counts at which the strategies are compared")
@@ -167,6 +198,12 @@ func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 // validate checks the flag values that do not need the replay file.
 func (o benchSearchOptions) validate() error {
 	const cmd = "bench-search"
+	if err := o.recordedFileFlags.validate(cmd); err != nil {
+		return err
+	}
+	if o.KTPublished != "" && o.KTCache == "" {
+		return usagef(cmd, "--kt-published needs --kt-cache")
+	}
 	switch {
 	case o.Seeds < 1:
 		return usagef(cmd, "--seeds must be at least 1")
@@ -224,40 +261,13 @@ func defaultReplay() (string, error) {
 
 // benchLandscape is the landscape of a replay's space: every config's
 // result, as recorded.
-func benchLandscape(ctx context.Context, rp *runner.Replay, sp *space.Space) (evo.Landscape, error) {
+func benchLandscape(ctx context.Context, rp evo.Evaluator, sp *space.Space) (evo.Landscape, error) {
 	var results []space.Result
 	sp.Enumerate(func(cfg space.Config) bool {
 		results = append(results, rp.Evaluate(ctx, cfg))
 		return true
 	})
 	return evo.NewLandscape(results)
-}
-
-// loadBenchReplay reads a replay file and returns it with the family's space
-// for its problem and architecture, restricted to the recorded configs.
-func loadBenchReplay(path string) (*runner.Replay, *space.Space, space.Problem, error) {
-	rp, err := runner.LoadReplay(path)
-	if err != nil {
-		return nil, nil, space.Problem{}, fmt.Errorf("bench-search --replay: %w", err)
-	}
-	h := rp.Header()
-	prob, _ := defaultProblem().problem("bench-search") // the mission shape, valid
-	if h.Problem != nil {
-		prob = *h.Problem
-		if prob.Family == "" {
-			prob.Family = kernels.Family
-		}
-	}
-	arch := h.Env.Arch
-	if arch == "" {
-		arch = "sm_89" // as tune --replay assumes for a file that does not say
-	}
-	sp, err := familySpace("bench-search", prob, arch)
-	if err != nil {
-		return nil, nil, space.Problem{}, fmt.Errorf("bench-search --replay %s: %w", path, err)
-	}
-	sp.Constraints = append(sp.Constraints, rp.Constraint())
-	return rp, sp.Restrict(rp.Configs()), prob, nil
 }
 
 // searchParams names the evo options under test, for the report.
@@ -276,6 +286,8 @@ type searchBenchReport struct {
 	Search     string                 `json:"search"`
 	Comparison evo.StrategyComparison `json:"comparison"`
 	Goal       evo.GoalCheck          `json:"goal"`
+	// KT is set for a Kernel Tuner cache.
+	KT *ktComparison `json:"kt,omitempty"`
 }
 
 func (r searchBenchReport) write(w io.Writer, format string) error {
@@ -354,6 +366,10 @@ func (r searchBenchReport) write(w io.Writer, format string) error {
 		goal = "**" + verdict + "**" + strings.TrimPrefix(goal, verdict)
 	}
 	fmt.Fprintln(w, goal)
+	if r.KT != nil {
+		fmt.Fprintln(w)
+		return r.KT.write(w, format, sc)
+	}
 	return nil
 }
 

@@ -160,11 +160,15 @@ func TestBenchSearchJSON(t *testing.T) {
 // path.
 func replayLandscape(t *testing.T, path string) evo.Landscape {
 	t.Helper()
-	rp, sp, _, err := loadBenchReplay(path)
+	prob, err := defaultProblem().problem("test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	land, err := benchLandscape(context.Background(), rp, sp)
+	rs, err := loadReplay("bench-search", path, prob, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	land, err := benchLandscape(context.Background(), rs.eval, rs.space)
 	if err != nil {
 		t.Fatal(err)
 	}

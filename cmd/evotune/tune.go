@@ -18,7 +18,6 @@ import (
 	"evotune/elites"
 	"evotune/evo"
 	"evotune/kernels"
-	"evotune/runner"
 	"evotune/space"
 )
 
@@ -34,8 +33,8 @@ type tuneOptions struct {
 	Population int
 	Elites     int
 	Screen     int
-	Replay     string
-	SeedFrom   string
+	recordedFileFlags
+	SeedFrom string
 	// SeedConfigs are configs (k=v,...) to start a new search from, after
 	// the elites of SeedFrom.
 	SeedConfigs []string
@@ -86,6 +85,9 @@ func tuneCommand() command {
   # Search a recorded replay file instead of a GPU (no GPU needed).
   evotune tune --replay runner/testdata/replay/synthetic-1x8x512x64-fp16.jsonl.gz --archive replay-archive --budget 2h
 
+  # One search of a public Kernel Tuner space (its cache file), 400 evaluations.
+  evotune tune --kt-cache runner/testdata/ktcache/GEMM_A100.json.gz --archive gemm-archive --evals 400
+
   # Start a new search for bf16 from the elites of an fp16 archive.
   evotune tune --dtype bf16 --archive bf16-archive --seed-from evotune-archive
 `,
@@ -108,7 +110,10 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 
 	var b backend
 	var err error
-	if opts.Replay == "" {
+	if opts.KTCache != "" && (problemSet || opts.Arch != "") {
+		return usagef("tune", "--kt-cache: the Kernel Tuner cache fixes the problem and GPU; --shape, --dtype, --causal and --arch do not apply")
+	}
+	if opts.Replay == "" && opts.KTCache == "" {
 		// A problem the family cannot build (a head dimension it does not
 		// have) is a usage error, found before any GPU or nvcc is looked for.
 		if _, err := familySpace("tune", prob, cmpOr(opts.Arch, kernels.DefaultArch)); err != nil {
@@ -118,7 +123,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	if opts.Replay != "" {
+	if opts.Replay != "" || opts.KTCache != "" {
 		b, err = replayBackend(c, opts, prob, problemSet)
 	} else if opts.KernelSource != "" {
 		var src kernels.Source
@@ -199,6 +204,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
 	fs.IntVar(&o.Screen, "screen", o.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best evaluated (1: off)")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
+	o.recordedFileFlags.registerKT(fs)
 	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
 	fs.StringArrayVar(&o.SeedConfigs, "seed-config", o.SeedConfigs, "seed a new search with this configuration (`k=v,...`, knobs not named take their default); repeatable")
 	fs.StringVar(&o.Arch, "arch", o.Arch, "target architecture, e.g. sm_89 (default: the GPU's)")
@@ -270,55 +276,29 @@ func (b backend) describe(key string) string {
 	return configChanges(c, b.space.Default(), b.space.Knobs)
 }
 
-// replayBackend answers from a recorded file. The problem and architecture
-// are the file's; flags that ask for others are refused. The space is
-// restricted to the recorded configs, and a virtual clock charges each
-// candidate its recorded cost, so that --budget behaves as it did on the GPU.
+// replayBackend answers from a recorded file: a replay file, whose problem
+// and architecture are the file's (flags that ask for others are refused),
+// or a Kernel Tuner cache. A virtual clock charges each candidate its
+// recorded cost, so that --budget behaves as it did on the GPU.
 func replayBackend(c *cli, opts tuneOptions, prob space.Problem, problemSet bool) (backend, error) {
-	done := c.loading("replay " + filepath.Base(opts.Replay))
-	rp, err := runner.LoadReplay(opts.Replay)
+	var rs recordedSpace
+	var err error
+	done := c.loading("replay " + filepath.Base(opts.Replay+opts.KTCache))
+	if opts.KTCache != "" {
+		rs, err = loadKTCache("tune", opts.KTCache, opts.KTValidOnly, opts.KTMacro)
+	} else {
+		rs, err = loadReplay("tune", opts.Replay, prob, problemSet, opts.Arch)
+	}
 	done()
-	if err != nil {
-		return backend{}, fmt.Errorf("tune --replay: %w", err)
-	}
-	h := rp.Header()
-	if h.Problem != nil {
-		recorded := *h.Problem
-		if recorded.Family == "" {
-			recorded.Family = kernels.Family
-		}
-		if problemSet && problemLine(recorded) != problemLine(prob) {
-			return backend{}, usagef("tune", "--replay %s records %s; --shape, --dtype and --causal ask for %s",
-				opts.Replay, problemLine(recorded), problemLine(prob))
-		}
-		prob = recorded
-	}
-	arch := h.Env.Arch
-	switch {
-	case arch == "" && opts.Arch == "":
-		arch = "sm_89"
-	case arch == "":
-		arch = opts.Arch
-	case opts.Arch != "" && opts.Arch != arch:
-		return backend{}, usagef("tune", "--arch %s: --replay %s was recorded for %s", opts.Arch, opts.Replay, arch)
-	}
-	sp, err := familySpace("tune", prob, arch)
 	if err != nil {
 		return backend{}, err
 	}
-	// The recording is a sample of the space: restricted to it, the
-	// search's moves go to the nearest recorded config instead of mostly
-	// falling outside it.
-	sp.Constraints = append(sp.Constraints, rp.Constraint())
-	sp = sp.Restrict(rp.Configs())
-	env := h.Env
-	env.Arch = arch
 	return backend{
-		name:     "replay " + filepath.Base(opts.Replay),
-		problem:  prob,
-		space:    sp,
-		eval:     rp,
-		env:      env,
+		name:     "replay " + filepath.Base(rs.path),
+		problem:  rs.problem,
+		space:    rs.space,
+		eval:     rs.eval,
+		env:      rs.env,
 		clock:    evo.NewVirtualClock(cmp.Or(opts.Parallel, replayParallel)),
 		parallel: cmp.Or(opts.Parallel, replayParallel),
 		close:    func() error { return nil },
@@ -488,6 +468,9 @@ func (o tuneOptions) validate(evalsSet bool) error {
 	if _, err := o.problem.problem("tune"); err != nil {
 		return err
 	}
+	if err := o.recordedFileFlags.validate("tune"); err != nil {
+		return err
+	}
 	switch {
 	case !slices.Contains(evo.Strategies(), o.Strategy):
 		return usagef("tune", "--strategy %q: want one of %s", o.Strategy, strings.Join(evo.Strategies(), ", "))
@@ -513,8 +496,8 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		return usagef("tune", "--jobs must not be negative")
 	case o.ProgressEvery <= 0:
 		return usagef("tune", "--progress-every must be positive")
-	case o.KernelSource != "" && o.Replay != "":
-		return usagef("tune", "--kernel-source: --replay answers from a recording and compiles nothing")
+	case o.KernelSource != "" && (o.Replay != "" || o.KTCache != ""):
+		return usagef("tune", "--kernel-source: a recorded file answers and nothing is compiled")
 	case o.Arch != "" && !strings.HasPrefix(o.Arch, "sm_"):
 		return usagef("tune", "--arch %q: want sm_XY, e.g. sm_89", o.Arch)
 	}

@@ -19,6 +19,9 @@ import (
 
 // Problem renders a problem for people: "sdpa 1x8x512x64 fp16".
 func Problem(p space.Problem) string {
+	if len(p.Shapes) == 0 {
+		return p.Family // a Kernel Tuner space: the file fixes the rest
+	}
 	var shapes []string
 	for i, s := range p.Shapes {
 		if len(p.Weights) > 0 {

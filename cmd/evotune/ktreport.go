@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"evotune/evo"
+	"evotune/space"
+)
+
+// ktBudgets are the budgets of the published study of tuning strategies on
+// Kernel Tuner spaces; bench-search --kt-cache compares at them unless
+// --budgets says otherwise.
+var ktBudgets = []int{25, 50, 100, 200, 400, 800, 1600}
+
+// A ktComparison is what bench-search adds for a Kernel Tuner cache: both
+// exact random baselines and, with --kt-published, the published
+// strategies' figures beside evo's.
+type ktComparison struct {
+	// Protocol is "published" (the full product, an absent config costing
+	// an evaluation) or "valid-only" (--kt-valid-only).
+	Protocol string `json:"protocol"`
+	Product  int    `json:"product"` // configs in the product of the tune parameters
+	Timed    int    `json:"timed"`   // configs with a time
+	// RandomProduct and RandomValid are the exact expected fractions of
+	// the optimum that random search without replacement reaches at each
+	// budget, over the full product and over the timed configs alone.
+	RandomProduct []float64           `json:"random_product"`
+	RandomValid   []float64           `json:"random_valid"`
+	Published     *publishedBenchmark `json:"published,omitempty"`
+}
+
+// A publishedBenchmark holds a study's published figures for one space:
+// each strategy's mean fraction of the optimum at each budget.
+type publishedBenchmark struct {
+	Space  string `json:"space"`
+	Source string `json:"source,omitempty"`
+	// Strategies are sorted by name; Fractions parallel the comparison's
+	// budgets, nil where the study has no figure.
+	Strategies []publishedStrategy `json:"strategies"`
+	// Verdicts are evo's against the best published strategy, at each
+	// budget with a published figure.
+	Verdicts []budgetVerdict `json:"verdicts"`
+}
+
+type publishedStrategy struct {
+	Name      string     `json:"name"`
+	Fractions []*float64 `json:"fractions"`
+}
+
+// A budgetVerdict says whether evo's mean fraction at a budget reaches the
+// best that any published strategy reached there.
+type budgetVerdict struct {
+	Budget   int     `json:"budget"`
+	Evo      float64 `json:"evo"`
+	Best     float64 `json:"best_published"`
+	BestName string  `json:"best_published_strategy"`
+	Pass     bool    `json:"pass"`
+}
+
+// publishedFile is the format of --kt-published: per space, per strategy,
+// per budget, the mean fraction of the optimum.
+type publishedFile struct {
+	Source string                                   `json:"source"`
+	Spaces map[string]map[string]map[string]float64 `json:"spaces"`
+}
+
+// ktSpaceName is the name a published file gives the space of a cache
+// file: its base name without .json or .json.gz.
+func ktSpaceName(path string) string {
+	name := filepath.Base(path)
+	name = strings.TrimSuffix(name, ".gz")
+	return strings.TrimSuffix(name, ".json")
+}
+
+// newKTComparison computes both random baselines of rs at budgets and,
+// when published is not "", reads the published figures for rs's space
+// and sets evo's verdicts from cmp.
+func newKTComparison(ctx context.Context, rs recordedSpace, cmp evo.StrategyComparison, published string) (*ktComparison, error) {
+	full, err := rs.kt.Space(nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, _ := full.Size()
+	k := &ktComparison{Protocol: "published", Product: int(raw), Timed: rs.kt.Timed()}
+	if rs.ktValidOnly {
+		k.Protocol = "valid-only"
+	}
+	product, err := benchLandscape(ctx, rs.kt, full)
+	if err != nil {
+		return nil, err
+	}
+	var timed []space.Result
+	for _, c := range rs.kt.Valid() {
+		timed = append(timed, rs.kt.Evaluate(ctx, c))
+	}
+	valid, err := evo.NewLandscape(timed)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range cmp.Budgets {
+		k.RandomProduct = append(k.RandomProduct, product.RandomFraction(b))
+		k.RandomValid = append(k.RandomValid, valid.RandomFraction(b))
+	}
+	if published != "" {
+		if k.Published, err = readPublished(published, ktSpaceName(rs.path), cmp); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// readPublished reads the figures for space from a published file and
+// judges evo's means in cmp against the best of them at each budget.
+func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*publishedBenchmark, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--kt-published: %w", err)
+	}
+	var f publishedFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("--kt-published %s: %w", path, err)
+	}
+	figures, ok := f.Spaces[spaceName]
+	if !ok {
+		names := slices.Sorted(maps.Keys(f.Spaces))
+		return nil, fmt.Errorf("--kt-published %s: no figures for space %s (it has %s)", path, spaceName, strings.Join(names, ", "))
+	}
+	p := &publishedBenchmark{Space: spaceName, Source: f.Source}
+	for _, name := range slices.Sorted(maps.Keys(figures)) {
+		st := publishedStrategy{Name: name}
+		for _, b := range cmp.Budgets {
+			var v *float64
+			if x, ok := figures[name][strconv.Itoa(b)]; ok {
+				v = &x
+			}
+			st.Fractions = append(st.Fractions, v)
+		}
+		p.Strategies = append(p.Strategies, st)
+	}
+	evoAt := -1
+	for i, st := range cmp.Strategies {
+		if st.Strategy == evo.StrategyEvo {
+			evoAt = i
+		}
+	}
+	for bi, b := range cmp.Budgets {
+		v := budgetVerdict{Budget: b, Best: -1}
+		for _, st := range p.Strategies {
+			if x := st.Fractions[bi]; x != nil && *x > v.Best {
+				v.Best, v.BestName = *x, st.Name
+			}
+		}
+		if v.Best < 0 || evoAt < 0 {
+			continue
+		}
+		v.Evo = cmp.Strategies[evoAt].Budgets[bi].MeanFraction
+		v.Pass = v.Evo >= v.Best
+		p.Verdicts = append(p.Verdicts, v)
+	}
+	return p, nil
+}
+
+// write renders the comparison after bench-search's own tables: one row
+// per strategy (evo and random as measured here, both exact random
+// baselines, each published strategy), one column per budget, then a
+// PASS/FAIL line per budget.
+func (k *ktComparison) write(w io.Writer, format string, cmp evo.StrategyComparison) error {
+	title := "Kernel Tuner space: mean fraction of the optimum at each budget"
+	if k.Published != nil {
+		title += ", beside the published strategies (" + k.Published.Space + ")"
+	}
+	if format == "markdown" {
+		fmt.Fprintf(w, "**%s**\n\n", title)
+	} else {
+		fmt.Fprintln(w, title)
+	}
+	header := []string{"strategy"}
+	for _, b := range cmp.Budgets {
+		header = append(header, strconv.Itoa(b))
+	}
+	var rows [][]string
+	for _, st := range cmp.Strategies {
+		row := []string{"evotune " + st.Strategy + " (" + k.Protocol + ", ± SD)"}
+		for _, bs := range st.Budgets {
+			row = append(row, fixed(bs.MeanFraction, 3)+" ± "+fixed(bs.SDFraction, 3))
+		}
+		rows = append(rows, row)
+	}
+	exact := func(name string, xs []float64) {
+		row := []string{name}
+		for _, x := range xs {
+			row = append(row, fixed(x, 3))
+		}
+		rows = append(rows, row)
+	}
+	exact(fmt.Sprintf("random, exact (published: all %d)", k.Product), k.RandomProduct)
+	exact(fmt.Sprintf("random, exact (valid only: %d)", k.Timed), k.RandomValid)
+	if k.Published != nil {
+		for _, st := range k.Published.Strategies {
+			row := []string{"published: " + st.Name}
+			for _, x := range st.Fractions {
+				if x == nil {
+					row = append(row, "-")
+				} else {
+					row = append(row, fixed(*x, 3))
+				}
+			}
+			rows = append(rows, row)
+		}
+	}
+	if err := writeTable(w, format, header, rows); err != nil {
+		return err
+	}
+	if k.Published == nil {
+		return nil
+	}
+	fmt.Fprintln(w)
+	for _, v := range k.Published.Verdicts {
+		verdict, cmpSign := "FAIL", "<"
+		if v.Pass {
+			verdict, cmpSign = "PASS", "≥"
+		}
+		line := fmt.Sprintf("%s at %d: evo %s %s %s, the best published (%s)", verdict, v.Budget, fixed(v.Evo, 3), cmpSign, fixed(v.Best, 3), v.BestName)
+		if format == "markdown" {
+			line = "**" + verdict + "**" + strings.TrimPrefix(line, verdict) + "  "
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
