@@ -81,9 +81,9 @@ func ktSpaceName(path string) string {
 	return strings.TrimSuffix(name, ".json")
 }
 
-// newKTComparison computes both random baselines of rs at budgets and,
-// when published is not "", reads the published figures for rs's space
-// and sets evo's verdicts from cmp.
+// newKTComparison computes both random baselines of rs at the budgets of
+// cmp, whose landscape is rs's, and, when published is not "", reads the
+// published figures for rs's space and sets evo's verdicts from cmp.
 func newKTComparison(ctx context.Context, rs recordedSpace, cmp evo.StrategyComparison, published string) (*ktComparison, error) {
 	full, err := rs.kt.Space(nil)
 	if err != nil {
@@ -91,12 +91,12 @@ func newKTComparison(ctx context.Context, rs recordedSpace, cmp evo.StrategyComp
 	}
 	raw, _ := full.Size()
 	k := &ktComparison{Protocol: "published", Product: int(raw), Timed: rs.kt.Timed()}
+	product := cmp.Landscape
 	if rs.ktValidOnly {
 		k.Protocol = "valid-only"
-	}
-	product, err := benchLandscape(ctx, rs.kt, full)
-	if err != nil {
-		return nil, err
+		if product, err = benchLandscape(ctx, rs.kt, full); err != nil {
+			return nil, err
+		}
 	}
 	var timed []space.Result
 	for _, c := range rs.kt.Valid() {
