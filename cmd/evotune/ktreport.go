@@ -229,7 +229,7 @@ func (k *ktComparison) write(w io.Writer, format string, cmp evo.StrategyCompari
 		if v.Pass {
 			verdict, cmpSign = "PASS", "≥"
 		}
-		line := fmt.Sprintf("%s at %d: evo %s %s %s, the best published (%s)", verdict, v.Budget, fixed(v.Evo, 3), cmpSign, fixed(v.Best, 3), v.BestName)
+		line := fmt.Sprintf("%s at %d: evo %s %s %s, the best published (%s)", verdict, v.Budget, fixed(v.Evo, 4), cmpSign, fixed(v.Best, 4), v.BestName)
 		if format == "markdown" {
 			line = "**" + verdict + "**" + strings.TrimPrefix(line, verdict) + "  "
 		}
