@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"evotune/cmd/evotune/internal/searchbench"
 	"evotune/evo"
-	"evotune/space"
 )
 
 // The goal bench-search checks: evo comes within goalTolerance of the
@@ -118,7 +118,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if opts.KTCache != "" && !fs.Changed("budgets") {
-		opts.Budgets = ktBudgets
+		opts.Budgets = searchbench.KTBudgets
 	}
 	if opts.Replay == "" && opts.KTCache == "" {
 		path, err := defaultReplay()
@@ -138,7 +138,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	land, err := benchLandscape(ctx, rs.eval, rs.space)
+	land, err := searchbench.Landscape(ctx, rs.eval, rs.space)
 	if err != nil {
 		return fmt.Errorf("bench-search %s: %w", rs.path, err)
 	}
@@ -167,7 +167,7 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		Goal:       sc.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
 	}
 	if rs.kt != nil {
-		if rep.KT, err = newKTComparison(ctx, rs, sc, opts.KTPublished); err != nil {
+		if rep.KT, err = searchbench.NewKTComparison(ctx, rs.kt, rs.path, rs.ktValidOnly, sc, opts.KTPublished); err != nil {
 			return fmt.Errorf("bench-search: %w", err)
 		}
 	}
@@ -259,17 +259,6 @@ func defaultReplay() (string, error) {
 	return synth, nil
 }
 
-// benchLandscape is the landscape of a replay's space: every config's
-// result, as recorded.
-func benchLandscape(ctx context.Context, rp evo.Evaluator, sp *space.Space) (evo.Landscape, error) {
-	var results []space.Result
-	sp.Enumerate(func(cfg space.Config) bool {
-		results = append(results, rp.Evaluate(ctx, cfg))
-		return true
-	})
-	return evo.NewLandscape(results)
-}
-
 // searchParams names the evo options under test, for the report.
 func searchParams(o evo.Options) string {
 	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d",
@@ -287,7 +276,7 @@ type searchBenchReport struct {
 	Comparison evo.StrategyComparison `json:"comparison"`
 	Goal       evo.GoalCheck          `json:"goal"`
 	// KT is set for a Kernel Tuner cache.
-	KT *ktComparison `json:"kt,omitempty"`
+	KT *searchbench.KTComparison `json:"kt,omitempty"`
 }
 
 func (r searchBenchReport) write(w io.Writer, format string) error {
@@ -368,7 +357,7 @@ func (r searchBenchReport) write(w io.Writer, format string) error {
 	fmt.Fprintln(w, goal)
 	if r.KT != nil {
 		fmt.Fprintln(w)
-		return r.KT.write(w, format, sc)
+		return r.KT.Write(w, format, sc)
 	}
 	return nil
 }
@@ -387,17 +376,4 @@ func (r searchBenchReport) jsonSafe() searchBenchReport {
 		out.Comparison.Strategies[i] = st
 	}
 	return out
-}
-
-// fixed renders v with prec decimals, "-" for NaN.
-func fixed(v float64, prec int) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64)
-}
-
-// pct renders a fraction as a percentage with prec decimals.
-func pct(v float64, prec int) string {
-	return strconv.FormatFloat(100*v, 'f', prec, 64) + "%"
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"evotune/cmd/evotune/internal/searchbench"
 	"evotune/evo"
 	"evotune/runner"
 	"evotune/space"
@@ -168,7 +169,7 @@ func replayLandscape(t *testing.T, path string) evo.Landscape {
 	if err != nil {
 		t.Fatal(err)
 	}
-	land, err := benchLandscape(context.Background(), rs.eval, rs.space)
+	land, err := searchbench.Landscape(context.Background(), rs.eval, rs.space)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package textfmt
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -150,4 +151,17 @@ func ConfigChanges(c, def space.Config, knobs []space.Knob) string {
 		return "(default)"
 	}
 	return strings.Join(changes, " ")
+}
+
+// Fixed renders v with prec decimals, "-" for NaN or an infinity.
+func Fixed(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// Percent renders a fraction as a percentage with prec decimals.
+func Percent(v float64, prec int) string {
+	return strconv.FormatFloat(100*v, 'f', prec, 64) + "%"
 }

@@ -1,6 +1,7 @@
 package textfmt
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -46,5 +47,19 @@ func TestProblem(t *testing.T) {
 	}
 	if ShortHash("0123456789abcdef") != "0123456789ab" || ShortHash("") != "unknown" {
 		t.Error("ShortHash")
+	}
+}
+
+func TestFixedAndPercent(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{Fixed(0.12345, 3), "0.123"},
+		{Fixed(math.NaN(), 2), "-"},
+		{Fixed(math.Inf(1), 2), "-"},
+		{Percent(0.05, 0), "5%"},
+		{Percent(0.0123, 2), "1.23%"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
 	}
 }

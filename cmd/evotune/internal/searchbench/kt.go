@@ -1,4 +1,9 @@
-package main
+// Package searchbench measures search strategies on a recorded space
+// without a GPU and renders what bench-search reports: the landscape of a
+// replay file or a Kernel Tuner cache, and the comparison of evo with
+// random search and with the strategies a published study measured on the
+// same Kernel Tuner spaces.
+package searchbench
 
 import (
 	"context"
@@ -12,19 +17,32 @@ import (
 	"strconv"
 	"strings"
 
+	"evotune/cmd/evotune/internal/textfmt"
 	"evotune/evo"
+	"evotune/runner"
 	"evotune/space"
 )
 
-// ktBudgets are the budgets of the published study of tuning strategies on
+// Landscape is the landscape of a recorded space: every config's result,
+// as ev answers it.
+func Landscape(ctx context.Context, ev evo.Evaluator, sp *space.Space) (evo.Landscape, error) {
+	var results []space.Result
+	sp.Enumerate(func(cfg space.Config) bool {
+		results = append(results, ev.Evaluate(ctx, cfg))
+		return true
+	})
+	return evo.NewLandscape(results)
+}
+
+// KTBudgets are the budgets of the published study of tuning strategies on
 // Kernel Tuner spaces; bench-search --kt-cache compares at them unless
 // --budgets says otherwise.
-var ktBudgets = []int{25, 50, 100, 200, 400, 800, 1600}
+var KTBudgets = []int{25, 50, 100, 200, 400, 800, 1600}
 
-// A ktComparison is what bench-search adds for a Kernel Tuner cache: both
+// A KTComparison is what bench-search adds for a Kernel Tuner cache: both
 // exact random baselines and, with --kt-published, the published
 // strategies' figures beside evo's.
-type ktComparison struct {
+type KTComparison struct {
 	// Protocol is "published" (the full product, an absent config costing
 	// an evaluation) or "valid-only" (--kt-valid-only).
 	Protocol string `json:"protocol"`
@@ -33,32 +51,32 @@ type ktComparison struct {
 	// RandomProduct and RandomValid are the exact expected fractions of
 	// the optimum that random search without replacement reaches at each
 	// budget, over the full product and over the timed configs alone.
-	RandomProduct []float64           `json:"random_product"`
-	RandomValid   []float64           `json:"random_valid"`
-	Published     *publishedBenchmark `json:"published,omitempty"`
+	RandomProduct []float64  `json:"random_product"`
+	RandomValid   []float64  `json:"random_valid"`
+	Published     *Published `json:"published,omitempty"`
 }
 
-// A publishedBenchmark holds a study's published figures for one space:
+// A Published holds a study's published figures for one space:
 // each strategy's mean fraction of the optimum at each budget.
-type publishedBenchmark struct {
+type Published struct {
 	Space  string `json:"space"`
 	Source string `json:"source,omitempty"`
 	// Strategies are sorted by name; Fractions parallel the comparison's
 	// budgets, nil where the study has no figure.
-	Strategies []publishedStrategy `json:"strategies"`
+	Strategies []PublishedStrategy `json:"strategies"`
 	// Verdicts are evo's against the best published strategy, at each
 	// budget with a published figure.
-	Verdicts []budgetVerdict `json:"verdicts"`
+	Verdicts []Verdict `json:"verdicts"`
 }
 
-type publishedStrategy struct {
+type PublishedStrategy struct {
 	Name      string     `json:"name"`
 	Fractions []*float64 `json:"fractions"`
 }
 
-// A budgetVerdict says whether evo's mean fraction at a budget reaches the
+// A Verdict says whether evo's mean fraction at a budget reaches the
 // best that any published strategy reached there.
-type budgetVerdict struct {
+type Verdict struct {
 	Budget   int     `json:"budget"`
 	Evo      float64 `json:"evo"`
 	Best     float64 `json:"best_published"`
@@ -66,41 +84,43 @@ type budgetVerdict struct {
 	Pass     bool    `json:"pass"`
 }
 
-// publishedFile is the format of --kt-published: per space, per strategy,
+// PublishedFile is the format of --kt-published: per space, per strategy,
 // per budget, the mean fraction of the optimum.
-type publishedFile struct {
+type PublishedFile struct {
 	Source string                                   `json:"source"`
 	Spaces map[string]map[string]map[string]float64 `json:"spaces"`
 }
 
-// ktSpaceName is the name a published file gives the space of a cache
+// KTSpaceName is the name a published file gives the space of a cache
 // file: its base name without .json or .json.gz.
-func ktSpaceName(path string) string {
+func KTSpaceName(path string) string {
 	name := filepath.Base(path)
 	name = strings.TrimSuffix(name, ".gz")
 	return strings.TrimSuffix(name, ".json")
 }
 
-// newKTComparison computes both random baselines of rs at the budgets of
-// cmp, whose landscape is rs's, and, when published is not "", reads the
-// published figures for rs's space and sets evo's verdicts from cmp.
-func newKTComparison(ctx context.Context, rs recordedSpace, cmp evo.StrategyComparison, published string) (*ktComparison, error) {
-	full, err := rs.kt.Space(nil)
+// NewKTComparison computes both random baselines of the Kernel Tuner cache
+// kt at the budgets of cmp, whose landscape is that of the space searched
+// (kt's full product, or with validOnly its timed configs), and, when
+// published is not "", reads the published figures for the space of the
+// cache file at path and sets evo's verdicts from cmp.
+func NewKTComparison(ctx context.Context, kt *runner.KTCache, path string, validOnly bool, cmp evo.StrategyComparison, published string) (*KTComparison, error) {
+	full, err := kt.Space(nil)
 	if err != nil {
 		return nil, err
 	}
 	raw, _ := full.Size()
-	k := &ktComparison{Protocol: "published", Product: int(raw), Timed: rs.kt.Timed()}
+	k := &KTComparison{Protocol: "published", Product: int(raw), Timed: kt.Timed()}
 	product := cmp.Landscape
-	if rs.ktValidOnly {
+	if validOnly {
 		k.Protocol = "valid-only"
-		if product, err = benchLandscape(ctx, rs.kt, full); err != nil {
+		if product, err = Landscape(ctx, kt, full); err != nil {
 			return nil, err
 		}
 	}
 	var timed []space.Result
-	for _, c := range rs.kt.Valid() {
-		timed = append(timed, rs.kt.Evaluate(ctx, c))
+	for _, c := range kt.Valid() {
+		timed = append(timed, kt.Evaluate(ctx, c))
 	}
 	valid, err := evo.NewLandscape(timed)
 	if err != nil {
@@ -111,7 +131,7 @@ func newKTComparison(ctx context.Context, rs recordedSpace, cmp evo.StrategyComp
 		k.RandomValid = append(k.RandomValid, valid.RandomFraction(b))
 	}
 	if published != "" {
-		if k.Published, err = readPublished(published, ktSpaceName(rs.path), cmp); err != nil {
+		if k.Published, err = readPublished(published, KTSpaceName(path), cmp); err != nil {
 			return nil, err
 		}
 	}
@@ -120,12 +140,12 @@ func newKTComparison(ctx context.Context, rs recordedSpace, cmp evo.StrategyComp
 
 // readPublished reads the figures for space from a published file and
 // judges evo's means in cmp against the best of them at each budget.
-func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*publishedBenchmark, error) {
+func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*Published, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--kt-published: %w", err)
 	}
-	var f publishedFile
+	var f PublishedFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("--kt-published %s: %w", path, err)
 	}
@@ -134,9 +154,9 @@ func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*publish
 		names := slices.Sorted(maps.Keys(f.Spaces))
 		return nil, fmt.Errorf("--kt-published %s: no figures for space %s (it has %s)", path, spaceName, strings.Join(names, ", "))
 	}
-	p := &publishedBenchmark{Space: spaceName, Source: f.Source}
+	p := &Published{Space: spaceName, Source: f.Source}
 	for _, name := range slices.Sorted(maps.Keys(figures)) {
-		st := publishedStrategy{Name: name}
+		st := PublishedStrategy{Name: name}
 		for _, b := range cmp.Budgets {
 			var v *float64
 			if x, ok := figures[name][strconv.Itoa(b)]; ok {
@@ -153,7 +173,7 @@ func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*publish
 		}
 	}
 	for bi, b := range cmp.Budgets {
-		v := budgetVerdict{Budget: b, Best: -1}
+		v := Verdict{Budget: b, Best: -1}
 		for _, st := range p.Strategies {
 			if x := st.Fractions[bi]; x != nil && *x > v.Best {
 				v.Best, v.BestName = *x, st.Name
@@ -173,7 +193,7 @@ func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*publish
 // per strategy (evo and random as measured here, both exact random
 // baselines, each published strategy), one column per budget, then a
 // PASS/FAIL line per budget.
-func (k *ktComparison) write(w io.Writer, format string, cmp evo.StrategyComparison) error {
+func (k *KTComparison) Write(w io.Writer, format string, cmp evo.StrategyComparison) error {
 	title := "Kernel Tuner space: mean fraction of the optimum at each budget"
 	if k.Published != nil {
 		title += ", beside the published strategies (" + k.Published.Space + ")"
@@ -191,14 +211,14 @@ func (k *ktComparison) write(w io.Writer, format string, cmp evo.StrategyCompari
 	for _, st := range cmp.Strategies {
 		row := []string{"evotune " + st.Strategy + " (" + k.Protocol + ", ± SD)"}
 		for _, bs := range st.Budgets {
-			row = append(row, fixed(bs.MeanFraction, 3)+" ± "+fixed(bs.SDFraction, 3))
+			row = append(row, textfmt.Fixed(bs.MeanFraction, 3)+" ± "+textfmt.Fixed(bs.SDFraction, 3))
 		}
 		rows = append(rows, row)
 	}
 	exact := func(name string, xs []float64) {
 		row := []string{name}
 		for _, x := range xs {
-			row = append(row, fixed(x, 3))
+			row = append(row, textfmt.Fixed(x, 3))
 		}
 		rows = append(rows, row)
 	}
@@ -211,13 +231,13 @@ func (k *ktComparison) write(w io.Writer, format string, cmp evo.StrategyCompari
 				if x == nil {
 					row = append(row, "-")
 				} else {
-					row = append(row, fixed(*x, 3))
+					row = append(row, textfmt.Fixed(*x, 3))
 				}
 			}
 			rows = append(rows, row)
 		}
 	}
-	if err := writeTable(w, format, header, rows); err != nil {
+	if err := textfmt.Table(w, format, header, rows); err != nil {
 		return err
 	}
 	if k.Published == nil {
@@ -229,7 +249,7 @@ func (k *ktComparison) write(w io.Writer, format string, cmp evo.StrategyCompari
 		if v.Pass {
 			verdict, cmpSign = "PASS", "≥"
 		}
-		line := fmt.Sprintf("%s at %d: evo %s %s %s, the best published (%s)", verdict, v.Budget, fixed(v.Evo, 4), cmpSign, fixed(v.Best, 4), v.BestName)
+		line := fmt.Sprintf("%s at %d: evo %s %s %s, the best published (%s)", verdict, v.Budget, textfmt.Fixed(v.Evo, 4), cmpSign, textfmt.Fixed(v.Best, 4), v.BestName)
 		if format == "markdown" {
 			line = "**" + verdict + "**" + strings.TrimPrefix(line, verdict) + "  "
 		}
