@@ -2,31 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"evotune/cmd/evotune/internal/searchbench"
 	"evotune/evo"
-)
-
-// The goal bench-search checks: evo comes within goalTolerance of the
-// optimum in at most goalShare of the recorded space's evaluations (median
-// over seeds), and needs at least goalSpeedup times fewer evaluations than
-// random search to get there.
-const (
-	goalTolerance = 0.02
-	goalShare     = 0.05
-	goalSpeedup   = 3
 )
 
 // Where bench-search looks for a replay file when --replay is not given:
@@ -51,7 +37,7 @@ type benchSearchOptions struct {
 	Format      string
 	// Tolerance is how close to the optimum counts as reaching it, for the
 	// evaluations-to-reach table and the goal line; the goal is stated at
-	// goalTolerance.
+	// searchbench.GoalTolerance.
 	Tolerance float64
 	// Search holds the evo options under test (population, elites,
 	// tournament, crossover, stagnation).
@@ -65,7 +51,7 @@ func defaultBenchSearchOptions() benchSearchOptions {
 		Budgets:    []int{50, 100, 200, 400, 800},
 		Strategies: []string{evo.StrategyEvo, evo.StrategyRandom, evo.StrategyExhaustive},
 		Format:     "table",
-		Tolerance:  goalTolerance,
+		Tolerance:  searchbench.GoalTolerance,
 		Search:     evo.DefaultOptions(),
 	}
 }
@@ -156,22 +142,22 @@ func runBenchSearch(ctx context.Context, c *cli, args []string) error {
 		}
 		return fmt.Errorf("bench-search: %w", err)
 	}
-	rep := searchBenchReport{
+	rep := searchbench.Report{
 		Replay:     filepath.Base(rs.path),
 		Problem:    problemLine(rs.problem),
 		Recorded:   rs.recorded,
 		Seeds:      opts.Seeds,
 		FirstSeed:  opts.FirstSeed,
-		Search:     searchParams(opts.Search),
+		Search:     searchbench.SearchParams(opts.Search),
 		Comparison: sc,
-		Goal:       sc.Goal(evo.StrategyEvo, goalShare, goalSpeedup),
+		Goal:       sc.Goal(evo.StrategyEvo, searchbench.GoalShare, searchbench.GoalSpeedup),
 	}
 	if rs.kt != nil {
 		if rep.KT, err = searchbench.NewKTComparison(ctx, rs.kt, rs.path, rs.ktValidOnly, sc, opts.KTPublished); err != nil {
 			return fmt.Errorf("bench-search: %w", err)
 		}
 	}
-	return rep.write(c.stdout, opts.Format)
+	return rep.Write(c.stdout, opts.Format)
 }
 
 // register adds the flags of evotune bench-search to fs, bound to o.
@@ -257,123 +243,4 @@ func defaultReplay() (string, error) {
 		return "", usagef("bench-search", "--replay: no file given and none found in %s (run from the repository root or name one)", replayDir)
 	}
 	return synth, nil
-}
-
-// searchParams names the evo options under test, for the report.
-func searchParams(o evo.Options) string {
-	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d",
-		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen)
-}
-
-// A searchBenchReport is what bench-search prints.
-type searchBenchReport struct {
-	Replay     string                 `json:"replay"`
-	Problem    string                 `json:"problem"`
-	Recorded   string                 `json:"recorded"`
-	Seeds      int                    `json:"seeds"`
-	FirstSeed  uint64                 `json:"first_seed"`
-	Search     string                 `json:"search"`
-	Comparison evo.StrategyComparison `json:"comparison"`
-	Goal       evo.GoalCheck          `json:"goal"`
-	// KT is set for a Kernel Tuner cache.
-	KT *searchbench.KTComparison `json:"kt,omitempty"`
-}
-
-func (r searchBenchReport) write(w io.Writer, format string) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r.jsonSafe())
-	}
-	sc := r.Comparison
-	land := sc.Landscape
-	tol := pct(sc.Tolerance, 0)
-	lines := []string{
-		fmt.Sprintf("replay %s (%s): %s", r.Replay, r.Problem, r.Recorded),
-		fmt.Sprintf("%d configs, %d ok, optimum %s µs, %d within %s of it", land.Configs, land.OK, us(land.Optimum), sc.Within, tol),
-		fmt.Sprintf("%d seeds per strategy, %d..%d (exhaustive runs once: its order is fixed); evo with %s",
-			r.Seeds, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Search),
-	}
-	for _, l := range lines {
-		if format == "markdown" {
-			fmt.Fprintf(w, "%s  \n", l)
-		} else {
-			fmt.Fprintln(w, l)
-		}
-	}
-	fmt.Fprintln(w)
-
-	title := func(s string) {
-		if format == "markdown" {
-			fmt.Fprintf(w, "**%s**\n\n", s)
-		} else {
-			fmt.Fprintln(w, s)
-		}
-	}
-	title("Fraction of the optimum reached (optimum/best; a failed config yields nothing), and P = (mean − random)/(1 − random)")
-	var rows [][]string
-	for bi, b := range sc.Budgets {
-		for _, st := range sc.Strategies {
-			bs := st.Budgets[bi]
-			rows = append(rows, []string{strconv.Itoa(b), st.Strategy, strconv.Itoa(st.Runs),
-				fixed(bs.MeanFraction, 3), fixed(bs.MedianFraction, 3), fixed(bs.Score, 2), fixed(sc.RandomFraction[bi], 3)})
-		}
-	}
-	if err := writeTable(w, format, []string{"budget", "strategy", "runs", "mean", "median", "P", "random (exact)"}, rows); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-
-	title(fmt.Sprintf("Evaluations to come within %s of the optimum (median over runs, a run that never did counting as never; random search's exact mean is %s)",
-		tol, fixed(sc.RandomReachMean, 0)))
-	largest := sc.Budgets[len(sc.Budgets)-1]
-	rows = nil
-	for _, st := range sc.Strategies {
-		med, share, ratio := fmt.Sprintf("> %d", largest), "-", "-"
-		if st.ReachMedian >= 0 {
-			med = strconv.Itoa(st.ReachMedian)
-			share = pct(float64(st.ReachMedian)/float64(land.Configs), 2)
-			ratio = fixed(float64(sc.RandomReachMedian)/float64(st.ReachMedian), 1) + "x"
-		}
-		rows = append(rows, []string{st.Strategy, strconv.Itoa(st.Runs), med, share, pct(st.Reached, 0), ratio})
-	}
-	rows = append(rows, []string{"random (exact)", "-", strconv.Itoa(sc.RandomReachMedian),
-		pct(float64(sc.RandomReachMedian)/float64(land.Configs), 2), pct(sc.RandomReached, 0), "1.0x"})
-	header := []string{"strategy", "runs", "median evals", "share of space", fmt.Sprintf("reached by %d", largest), "random ÷ this"}
-	if err := writeTable(w, format, header, rows); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-
-	verdict := "FAIL"
-	if r.Goal.Pass {
-		verdict = "PASS"
-	}
-	goal := fmt.Sprintf("%s: evo within %s of the optimum in ≤ %s of the space, ≥ %gx fewer evaluations than random: %s",
-		verdict, tol, pct(goalShare, 0), float64(goalSpeedup), r.Goal.Why)
-	if format == "markdown" {
-		goal = "**" + verdict + "**" + strings.TrimPrefix(goal, verdict)
-	}
-	fmt.Fprintln(w, goal)
-	if r.KT != nil {
-		fmt.Fprintln(w)
-		return r.KT.Write(w, format, sc)
-	}
-	return nil
-}
-
-// jsonSafe replaces the NaN scores, which JSON cannot hold, by 0.
-func (r searchBenchReport) jsonSafe() searchBenchReport {
-	out := r
-	out.Comparison.Strategies = slices.Clone(r.Comparison.Strategies)
-	for i, st := range out.Comparison.Strategies {
-		st.Budgets = slices.Clone(st.Budgets)
-		for j := range st.Budgets {
-			if math.IsNaN(st.Budgets[j].Score) {
-				st.Budgets[j].Score = 0
-			}
-		}
-		out.Comparison.Strategies[i] = st
-	}
-	return out
 }

@@ -108,7 +108,7 @@ func TestBenchSearchJSON(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	var rep searchBenchReport
+	var rep searchbench.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("decoding the json report: %v\n%s", err, stdout)
 	}
@@ -150,8 +150,8 @@ func TestBenchSearchJSON(t *testing.T) {
 		t.Fatalf("first strategy %s, want evo", evo.Strategy)
 	}
 	g := rep.Goal
-	wantPass := evo.ReachMedian >= 0 && float64(evo.ReachMedian) <= goalShare*3000 &&
-		float64(cmp.RandomReachMedian) >= goalSpeedup*float64(evo.ReachMedian)
+	wantPass := evo.ReachMedian >= 0 && float64(evo.ReachMedian) <= searchbench.GoalShare*3000 &&
+		float64(cmp.RandomReachMedian) >= searchbench.GoalSpeedup*float64(evo.ReachMedian)
 	if g.Pass != wantPass || g.ReachMedian != evo.ReachMedian {
 		t.Errorf("goal %+v; evo reached in %d (random %d): want pass=%v", g, evo.ReachMedian, cmp.RandomReachMedian, wantPass)
 	}
@@ -203,7 +203,7 @@ func TestBenchSearchScreening(t *testing.T) {
 		if code != 0 || stderr != "" {
 			t.Fatalf("--screen %s: exit %d, stderr %q", screen, code, stderr)
 		}
-		var rep searchBenchReport
+		var rep searchbench.Report
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("decoding the json report: %v", err)
 		}

@@ -18,9 +18,7 @@ func shortHash(h string) string                   { return textfmt.ShortHash(h) 
 func configChanges(c, def space.Config, knobs []space.Knob) string {
 	return textfmt.ConfigChanges(c, def, knobs)
 }
-func human(d time.Duration) string     { return textfmt.Human(d) }
-func fixed(v float64, prec int) string { return textfmt.Fixed(v, prec) }
-func pct(v float64, prec int) string   { return textfmt.Percent(v, prec) }
+func human(d time.Duration) string { return textfmt.Human(d) }
 func writeTable(w io.Writer, format string, header []string, rows [][]string) error {
 	return textfmt.Table(w, format, header, rows)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"evotune/cmd/evotune/internal/searchbench"
 	"evotune/space"
 )
 
@@ -31,7 +32,7 @@ func TestBenchSearchKTCache(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	var rep searchBenchReport
+	var rep searchbench.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("decoding the json report: %v\n%s", err, stdout)
 	}
