@@ -1,0 +1,205 @@
+package elites
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"evotune/space"
+)
+
+// indexName is the archive's index: the decoded results and the warnings of
+// a prefix of the log, so that opening a large archive does not decode every
+// line of JSON again. It is a cache of the log, never the truth: it is
+// rebuilt whenever it does not match the log.
+const indexName = "results.idx"
+
+// indexMagic starts an index file; a change of layout changes it.
+var indexMagic = []byte("evotune-index-1\n")
+
+// indexCheck is how many bytes at each end of the covered prefix the index
+// checksums. The log is only ever appended to or cut back to a whole line,
+// so an index whose length and both ends still match covers the same bytes;
+// a log edited in the middle by hand is the case this does not catch.
+const indexCheck = 64 << 10
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// logIndex is what results.idx holds.
+type logIndex struct {
+	Covered  int64  // length of the log prefix the index covers (whole lines)
+	Lines    int    // lines in that prefix
+	HeadCRC  uint32 // CRC-32C of the prefix's first indexCheck bytes
+	TailCRC  uint32 // CRC-32C of its last indexCheck bytes
+	Results  []space.Result
+	LineOf   []int  // the line of each result
+	Spans    []span // where each result's line lies in the log
+	Warnings []LoadWarning
+}
+
+// prefixCRCs returns the checksums of the first and last indexCheck bytes of
+// f's first n bytes.
+func prefixCRCs(f io.ReaderAt, n int64) (head, tail uint32, err error) {
+	buf := make([]byte, min(n, indexCheck))
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		return 0, 0, err
+	}
+	head = crc32.Checksum(buf, castagnoli)
+	if _, err := f.ReadAt(buf, n-int64(len(buf))); err != nil {
+		return 0, 0, err
+	}
+	return head, crc32.Checksum(buf, castagnoli), nil
+}
+
+// readIndex reads dir's index and checks it against the log f of size
+// bytes. It returns the index and nil when the index covers a prefix of the
+// log; an error says why it cannot be used (os.ErrNotExist when there is
+// none).
+func readIndex(dir string, f io.ReaderAt, size int64) (logIndex, error) {
+	data, err := os.ReadFile(filepath.Join(dir, indexName))
+	if err != nil {
+		return logIndex{}, err
+	}
+	if !bytes.HasPrefix(data, indexMagic) || len(data) < len(indexMagic)+4 {
+		return logIndex{}, errors.New("not an index of this evotune")
+	}
+	body, sum := data[len(indexMagic):len(data)-4], data[len(data)-4:]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(sum) {
+		return logIndex{}, errors.New("index damaged (checksum)")
+	}
+	var ix logIndex
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&ix); err != nil {
+		return logIndex{}, fmt.Errorf("index damaged: %v", err)
+	}
+	switch {
+	case ix.Covered < 0 || ix.Lines < 0:
+		return logIndex{}, errors.New("index damaged (negative length)")
+	case ix.Covered > size:
+		return logIndex{}, fmt.Errorf("the log (%d bytes) is shorter than the index covers (%d)", size, ix.Covered)
+	case ix.Covered == 0:
+		return ix, nil
+	}
+	head, tail, err := prefixCRCs(f, ix.Covered)
+	if err != nil {
+		return logIndex{}, fmt.Errorf("checking the index against the log: %v", err)
+	}
+	if head != ix.HeadCRC || tail != ix.TailCRC {
+		return logIndex{}, errors.New("the log differs from what the index covers")
+	}
+	return ix, nil
+}
+
+// readIndexed loads the log f: the prefix its index covers from the index,
+// the rest from the log, and writes the index again when it covered less
+// than the whole lines of the log. An index that does not match the log is
+// rebuilt from the log, said on stderr in one line.
+func (a *Archive) readIndexed(f *os.File) loadedLog {
+	fi, err := f.Stat()
+	if err != nil {
+		return readLogFrom(f, loadedLog{stripped: true})
+	}
+	ix, err := readIndex(a.dir, f, fi.Size())
+	var l loadedLog
+	switch {
+	case err == nil:
+		if _, err := f.Seek(ix.Covered, io.SeekStart); err != nil {
+			return readLogFrom(io.NewSectionReader(f, 0, 1<<62), loadedLog{stripped: true})
+		}
+		l = readLogFrom(f, loadedLog{results: ix.Results, warnings: ix.Warnings, clean: ix.Covered,
+			lines: ix.Lines, lineOf: ix.LineOf, spans: ix.Spans, stripped: true})
+		l.indexed = ix.Covered
+		if l.clean == ix.Covered {
+			return l
+		}
+	default:
+		l = readLogFrom(f, loadedLog{stripped: true})
+		if !errors.Is(err, os.ErrNotExist) {
+			l.indexNote = fmt.Sprintf("archive %s: rebuilding %s from the log: %v", a.dir, indexName, err)
+			fmt.Fprintln(os.Stderr, l.indexNote)
+		}
+	}
+	if l.err == nil {
+		// A cache: an archive in a read-only place opens from its log.
+		if a.writeIndex(f, l) == nil {
+			l.indexed = l.clean
+		}
+	}
+	return l
+}
+
+// wholeLineWarnings returns l's warnings about whole lines, leaving out
+// those about the bytes after them (a torn last line, a read error): the
+// next load reads those bytes again.
+func wholeLineWarnings(l loadedLog) []LoadWarning {
+	var ws []LoadWarning
+	for _, w := range l.warnings {
+		if w.Offset < l.clean {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// writeIndex replaces dir's index durably with one covering l, the load of
+// the log f's first l.clean bytes.
+func (a *Archive) writeIndex(f io.ReaderAt, l loadedLog) error {
+	ix := logIndex{Covered: l.clean, Lines: l.lines, Results: l.results, LineOf: l.lineOf, Spans: l.spans, Warnings: wholeLineWarnings(l)}
+	if l.clean > 0 {
+		var err error
+		if ix.HeadCRC, ix.TailCRC, err = prefixCRCs(f, l.clean); err != nil {
+			return err
+		}
+	}
+	var buf bytes.Buffer
+	buf.Write(indexMagic)
+	if err := gob.NewEncoder(&buf).Encode(&ix); err != nil {
+		return err
+	}
+	buf.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(buf.Bytes()[len(indexMagic):], castagnoli)))
+	return a.replace(indexName, buf.Bytes())
+}
+
+// WithSamples returns r, a result of the archive, with its timing samples.
+// An archive whose log is a plain file holds its results without them (at
+// 100,000 results they are most of its memory) and reads them here from the
+// result's line in the log; the log is append-only, so a line stays where
+// it was read.
+func (a *Archive) WithSamples(r space.Result) (space.Result, error) {
+	a.mu.Lock()
+	i, ok := a.byKey[r.Key]
+	stripped := a.stripped
+	var sp span
+	if ok && stripped {
+		sp = a.spans[i]
+	}
+	a.mu.Unlock()
+	if !ok || !stripped {
+		return r, nil
+	}
+	f, err := os.Open(filepath.Join(a.dir, logName))
+	if err != nil {
+		return r, fmt.Errorf("reading the samples of result %s: %w", r.Key, err)
+	}
+	defer f.Close()
+	line := make([]byte, sp.Len)
+	if _, err := f.ReadAt(line, sp.Offset); err != nil {
+		return r, fmt.Errorf("reading the samples of result %s at byte %d of %s: %w", r.Key, sp.Offset, logName, err)
+	}
+	full, reason := parseLine(line)
+	if reason != "" || full.Key != r.Key || len(full.Timings) != len(r.Timings) {
+		return r, fmt.Errorf("reading the samples of result %s: the log's line at byte %d is not that result (%s)", r.Key, sp.Offset, reason)
+	}
+	out := r
+	out.Timings = slices.Clone(r.Timings)
+	for i := range out.Timings {
+		out.Timings[i].SamplesUS = full.Timings[i].SamplesUS
+	}
+	return out, nil
+}
