@@ -1,6 +1,7 @@
 package elites
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/gob"
@@ -22,7 +23,7 @@ import (
 const indexName = "results.idx"
 
 // indexMagic starts an index file; a change of layout changes it.
-var indexMagic = []byte("evotune-index-1\n")
+var indexMagic = []byte("evotune-index-2\n")
 
 // indexCheck is how many bytes at each end of the covered prefix the index
 // checksums. The log is only ever appended to or cut back to a whole line,
@@ -32,16 +33,35 @@ const indexCheck = 64 << 10
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// logIndex is what results.idx holds.
+// logIndex is what results.idx holds: after indexMagic, a gob stream of
+// the logIndex with no results, then its results in chunks of indexChunk
+// (one large gob message costs its decoder a copy at every growth), then a
+// CRC-32C of the stream.
 type logIndex struct {
+	indexHead
+	Results []space.Result
+	LineOf  []int  // the line of each result
+	Spans   []span // where each result's line lies in the log
+}
+
+// indexHead is the first gob message of an index.
+type indexHead struct {
 	Covered  int64  // length of the log prefix the index covers (whole lines)
 	Lines    int    // lines in that prefix
 	HeadCRC  uint32 // CRC-32C of the prefix's first indexCheck bytes
 	TailCRC  uint32 // CRC-32C of its last indexCheck bytes
-	Results  []space.Result
-	LineOf   []int  // the line of each result
-	Spans    []span // where each result's line lies in the log
+	Count    int    // results
 	Warnings []LoadWarning
+}
+
+// indexChunk is how many results one gob message of the index holds.
+const indexChunk = 2048
+
+// indexPart is one chunk of an index's results.
+type indexPart struct {
+	Results []space.Result
+	LineOf  []int
+	Spans   []span
 }
 
 // prefixCRCs returns the checksums of the first and last indexCheck bytes of
@@ -63,20 +83,33 @@ func prefixCRCs(f io.ReaderAt, n int64) (head, tail uint32, err error) {
 // log; an error says why it cannot be used (os.ErrNotExist when there is
 // none).
 func readIndex(dir string, f io.ReaderAt, size int64) (logIndex, error) {
-	data, err := os.ReadFile(filepath.Join(dir, indexName))
+	file, err := os.Open(filepath.Join(dir, indexName))
 	if err != nil {
 		return logIndex{}, err
 	}
-	if !bytes.HasPrefix(data, indexMagic) || len(data) < len(indexMagic)+4 {
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return logIndex{}, err
+	}
+	magic := make([]byte, len(indexMagic))
+	if _, err := io.ReadFull(file, magic); err != nil || !bytes.Equal(magic, indexMagic) || fi.Size() < int64(len(indexMagic))+4 {
 		return logIndex{}, errors.New("not an index of this evotune")
 	}
-	body, sum := data[len(indexMagic):len(data)-4], data[len(data)-4:]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(sum) {
+	// The stream is decoded as it is read (not read whole first: at
+	// 100,000 results it is 100 MB) and its checksum checked at the end.
+	sum := crc32.New(castagnoli)
+	stream := io.LimitReader(file, fi.Size()-int64(len(indexMagic))-4)
+	ix, err := decodeIndex(bufio.NewReaderSize(io.TeeReader(stream, sum), 1<<20), fi.Size())
+	if _, cerr := io.Copy(sum, stream); cerr != nil {
+		return logIndex{}, cerr
+	}
+	trailer := make([]byte, 4)
+	if _, terr := io.ReadFull(file, trailer); terr != nil || sum.Sum32() != binary.LittleEndian.Uint32(trailer) {
 		return logIndex{}, errors.New("index damaged (checksum)")
 	}
-	var ix logIndex
-	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&ix); err != nil {
-		return logIndex{}, fmt.Errorf("index damaged: %v", err)
+	if err != nil {
+		return logIndex{}, err
 	}
 	switch {
 	case ix.Covered < 0 || ix.Lines < 0:
@@ -92,6 +125,38 @@ func readIndex(dir string, f io.ReaderAt, size int64) (logIndex, error) {
 	}
 	if head != ix.HeadCRC || tail != ix.TailCRC {
 		return logIndex{}, errors.New("the log differs from what the index covers")
+	}
+	return ix, nil
+}
+
+// decodeIndex decodes an index's gob stream from r, an index file of size
+// bytes.
+func decodeIndex(r io.Reader, size int64) (logIndex, error) {
+	var ix logIndex
+	dec := gob.NewDecoder(r)
+	if err := dec.Decode(&ix.indexHead); err != nil {
+		return logIndex{}, fmt.Errorf("index damaged: %v", err)
+	}
+	if ix.Count < 0 || int64(ix.Count) > size {
+		return logIndex{}, errors.New("index damaged (count)")
+	}
+	ix.Results = make([]space.Result, 0, ix.Count)
+	ix.LineOf = make([]int, 0, ix.Count)
+	ix.Spans = make([]span, 0, ix.Count)
+	for len(ix.Results) < ix.Count {
+		var part indexPart
+		if err := dec.Decode(&part); err != nil {
+			return logIndex{}, fmt.Errorf("index damaged: %v", err)
+		}
+		if len(part.LineOf) != len(part.Results) || len(part.Spans) != len(part.Results) || len(part.Results) == 0 {
+			return logIndex{}, errors.New("index damaged (chunk)")
+		}
+		ix.Results = append(ix.Results, part.Results...)
+		ix.LineOf = append(ix.LineOf, part.LineOf...)
+		ix.Spans = append(ix.Spans, part.Spans...)
+	}
+	if len(ix.Results) != ix.Count {
+		return logIndex{}, errors.New("index damaged (count)")
 	}
 	return ix, nil
 }
@@ -150,7 +215,7 @@ func wholeLineWarnings(l loadedLog) []LoadWarning {
 // writeIndex replaces dir's index durably with one covering l, the load of
 // the log f's first l.clean bytes.
 func (a *Archive) writeIndex(f io.ReaderAt, l loadedLog) error {
-	ix := logIndex{Covered: l.clean, Lines: l.lines, Results: l.results, LineOf: l.lineOf, Spans: l.spans, Warnings: wholeLineWarnings(l)}
+	ix := logIndex{indexHead{Covered: l.clean, Lines: l.lines, Warnings: wholeLineWarnings(l)}, l.results, l.lineOf, l.spans}
 	if l.clean > 0 {
 		var err error
 		if ix.HeadCRC, ix.TailCRC, err = prefixCRCs(f, l.clean); err != nil {
@@ -159,8 +224,16 @@ func (a *Archive) writeIndex(f io.ReaderAt, l loadedLog) error {
 	}
 	var buf bytes.Buffer
 	buf.Write(indexMagic)
-	if err := gob.NewEncoder(&buf).Encode(&ix); err != nil {
+	ix.Count = len(ix.Results)
+	enc := gob.NewEncoder(&buf)
+	if err := enc.Encode(&ix.indexHead); err != nil {
 		return err
+	}
+	for i := 0; i < ix.Count; i += indexChunk {
+		j := min(i+indexChunk, ix.Count)
+		if err := enc.Encode(indexPart{ix.Results[i:j], ix.LineOf[i:j], ix.Spans[i:j]}); err != nil {
+			return err
+		}
 	}
 	buf.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(buf.Bytes()[len(indexMagic):], castagnoli)))
 	return a.replace(indexName, buf.Bytes())
