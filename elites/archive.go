@@ -639,6 +639,10 @@ func Merge(dst *Archive, src string) (added int, err error) {
 		if _, ok := dst.Lookup(r.Key); ok {
 			continue
 		}
+		r, err := s.WithSamples(r) // src holds its results without them
+		if err != nil {
+			return added, fmt.Errorf("merging %s: %w", src, err)
+		}
 		if err := dst.Record(r); err != nil {
 			return added, fmt.Errorf("merging %s: %w", src, err)
 		}

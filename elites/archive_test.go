@@ -462,6 +462,12 @@ func TestMerge(t *testing.T) {
 	if r, _ := dst.Lookup("b"); r.Objective != 2 {
 		t.Errorf("merge replaced b: objective %v, want 2", r.Objective)
 	}
+	// The merged results keep their timing samples.
+	want := []space.Result{okResult("a", 3), okResult("b", 2), rejected("c"), okResult("d", 1)}
+	for i := range want {
+		want[i].Seq = i + 1
+	}
+	checkSamples(t, dst, want)
 	if added, err := elites.Merge(dst, srcDir); err != nil || added != 0 {
 		t.Errorf("second Merge = %d, %v; want 0, nil", added, err)
 	}
