@@ -26,8 +26,9 @@ import (
 
 // The files of an archive directory.
 const (
-	metaName  = "meta.json"        // identity, written once
-	logName   = "results.jsonl"    // one result a line, append-only
+	metaName = "meta.json"     // identity, written once
+	logName  = "results.jsonl" // one result a line, append-only
+	// indexName (results.idx) caches the decoded log; see index.go.
 	gzLogName = logName + ".gz"    // a finished archive's log, compressed to be committed
 	stateName = "state.json"       // search state, replaced atomically
 	lockName  = "lock"             // flock'd by the process that writes
@@ -78,8 +79,19 @@ type Archive struct {
 	results []space.Result
 	byKey   map[string]int // key → index in results
 	skipped []LoadWarning
-	broken  error // set when a failed append could not be undone
-	closed  bool
+	lines   int   // whole lines of the log
+	lineOf  []int // the line of each result
+	// spans are where each result's line lies in the log; with stripped
+	// set, results hold no timing samples (see WithSamples).
+	spans     []span
+	stripped  bool
+	indexed   int64  // length of the log prefix that results.idx covers
+	indexNote string // why results.idx was rebuilt on open, if it was
+	// lineWarnings are the warnings about whole lines of the log: what
+	// results.idx keeps of skipped (a torn last line is cut off on open).
+	lineWarnings []LoadWarning
+	broken       error // set when a failed append could not be undone
+	closed       bool
 }
 
 // OpenOptions modify Open.
@@ -228,7 +240,13 @@ func load(dir string, m mode) (*Archive, error) {
 		return nil, fmt.Errorf("reading archive: %w", err)
 	}
 	defer closeLog()
-	if err := a.adopt(readLog(r)); err != nil {
+	var l loadedLog
+	if f, ok := r.(*os.File); ok {
+		l = a.readIndexed(f)
+	} else {
+		l = readLog(r) // a compressed log is read whole
+	}
+	if err := a.adopt(l); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -314,7 +332,7 @@ func (a *Archive) openLog() error {
 	if err != nil {
 		return fmt.Errorf("opening archive log: %w", err)
 	}
-	l := readLog(f)
+	l := a.readIndexed(f)
 	if l.err != nil {
 		f.Close()
 		return fmt.Errorf("reading archive log %s: %w", path, l.err)
@@ -368,6 +386,9 @@ func (a *Archive) adopt(l loadedLog) error {
 	a.results = l.results
 	a.skipped = l.warnings
 	a.size = l.clean
+	a.lines, a.lineOf, a.indexed = l.lines, l.lineOf, l.indexed
+	a.spans, a.stripped, a.indexNote = l.spans, l.stripped, l.indexNote
+	a.lineWarnings = wholeLineWarnings(l)
 	for i, r := range l.results {
 		a.byKey[r.Key] = i
 		a.nextSeq = max(a.nextSeq, r.Seq+1)
@@ -429,8 +450,14 @@ func (a *Archive) Record(r space.Result) error {
 	if err := a.appendLocked(line); err != nil {
 		return fmt.Errorf("archive %s: appending result %s (seq %d) to %s: %w", a.dir, r.Key, r.Seq, logName, err)
 	}
+	if a.stripped {
+		stripSamples(&r)
+	}
 	a.byKey[r.Key] = len(a.results)
 	a.results = append(a.results, r)
+	a.spans = append(a.spans, span{a.size - int64(len(line)), int32(len(line))})
+	a.lines++
+	a.lineOf = append(a.lineOf, a.lines)
 	a.nextSeq++
 	return nil
 }
@@ -575,6 +602,14 @@ func (a *Archive) Close() error {
 	}
 	a.closed = true
 	var errs []error
+	if a.log != nil && a.broken == nil && a.size != a.indexed {
+		// The index is a cache: a failure to write it costs the next open
+		// a full read of the log, nothing more.
+		if f, err := os.Open(filepath.Join(a.dir, logName)); err == nil {
+			_ = a.writeIndex(f, loadedLog{results: a.results, warnings: a.lineWarnings, clean: a.size, lines: a.lines, lineOf: a.lineOf, spans: a.spans})
+			f.Close()
+		}
+	}
 	if a.log != nil {
 		errs = append(errs, a.log.Close())
 	}
@@ -603,6 +638,10 @@ func Merge(dst *Archive, src string) (added int, err error) {
 	for _, r := range s.Results() {
 		if _, ok := dst.Lookup(r.Key); ok {
 			continue
+		}
+		r, err := s.WithSamples(r) // src holds its results without them
+		if err != nil {
+			return added, fmt.Errorf("merging %s: %w", src, err)
 		}
 		if err := dst.Record(r); err != nil {
 			return added, fmt.Errorf("merging %s: %w", src, err)

@@ -69,8 +69,17 @@ func Gather(a *Archive, def space.Config) (Evidence, error) {
 	if !ok {
 		return Evidence{}, fmt.Errorf("archive %s: %w", a.Dir(), ErrNoBest)
 	}
+	// The evidence carries the timing samples, which the archive holds
+	// in its log only.
+	best, err := a.WithSamples(best)
+	if err != nil {
+		return Evidence{}, err
+	}
 	ev := Evidence{Best: best, Provenance: ProvenanceOf(a)}
 	if d, ok := DefaultResult(a, def); ok {
+		if d, err = a.WithSamples(d); err != nil {
+			return Evidence{}, err
+		}
 		ev.Default = &d
 		ev.Speedup = d.Objective / best.Objective
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func TestGather(t *testing.T) {
 	tieB := twoShapes("16", 11, 15) // same p50 on B as fastB, later: loses the tie
 	late := rejected("block_m=256")
 	late.Started = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC) // earliest start of all
+	def.Timings[0].SamplesUS = []float64{9.9, 10, 10.1}
+	fastB.Timings[1].SamplesUS = []float64{14.9, 15, 15.2}
 	mustRecord(t, a, def, fastA, fastB, tieB, late)
 
 	ev, err := elites.Gather(a, space.Config{"block_m": "64"})
@@ -50,6 +53,9 @@ func TestGather(t *testing.T) {
 	}
 	if ev.Default == nil || ev.Default.Key != "block_m=64" {
 		t.Fatalf("default result %v, want the one of key 64", ev.Default)
+	}
+	if !reflect.DeepEqual(ev.Best.Timings, fastB.Timings) || !reflect.DeepEqual(ev.Default.Timings, def.Timings) {
+		t.Errorf("the evidence's timings are %+v and %+v, want the recorded ones, samples included", ev.Best.Timings, ev.Default.Timings)
 	}
 	if want := 30.0 / 24.0; ev.Speedup != want {
 		t.Errorf("speedup %v, want %v", ev.Speedup, want)

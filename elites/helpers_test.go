@@ -3,6 +3,8 @@ package elites_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -129,4 +131,34 @@ func readLogFile(t *testing.T, dir string) ([]space.Result, []elites.LoadWarning
 	}
 	defer f.Close()
 	return elites.ReadLog(f)
+}
+
+// withoutSamples returns copies of rs with no timing samples, as an
+// archive holds its results.
+func withoutSamples(rs []space.Result) []space.Result {
+	out := make([]space.Result, len(rs))
+	for i, r := range rs {
+		r.Timings = slices.Clone(r.Timings)
+		for j := range r.Timings {
+			r.Timings[j].SamplesUS = nil
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// checkSamples checks that WithSamples gives each of a's results back as
+// want has it, samples included.
+func checkSamples(t *testing.T, a *elites.Archive, want []space.Result) {
+	t.Helper()
+	for i, r := range a.Results() {
+		full, err := a.WithSamples(r)
+		if err != nil {
+			t.Errorf("WithSamples(%s): %v", r.Key, err)
+			continue
+		}
+		if !reflect.DeepEqual(full, want[i]) {
+			t.Errorf("WithSamples(%s):\n got %+v\nwant %+v", r.Key, full, want[i])
+		}
+	}
 }

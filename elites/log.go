@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 
 	"evotune/space"
@@ -52,6 +53,19 @@ type loadedLog struct {
 	// err is the read error that stopped the reading early, if any: then
 	// the bytes after clean were never seen and must not be cut off.
 	err error
+	// lines is the number of whole lines in the clean prefix, and lineOf
+	// the line of each result.
+	lines  int
+	lineOf []int
+	// spans are where each result's line lies in the log. With stripped
+	// set, the results hold no timing samples: they are read from the log
+	// by span when asked for (see Archive.WithSamples).
+	spans    []span
+	stripped bool
+	// indexed is the length of the log prefix that results.idx covers;
+	// indexNote says why the index was rebuilt, when it was.
+	indexed   int64
+	indexNote string
 }
 
 // logBatch is how many lines readLog decodes at once, spread over the
@@ -59,10 +73,36 @@ type loadedLog struct {
 // its samples is about 6 KB of JSON), and lines decode independently.
 const logBatch = 512
 
-func readLog(r io.Reader) loadedLog {
-	var l loadedLog
-	seen := make(map[string]int) // key → line of its first record
+func readLog(r io.Reader) loadedLog { return readLogFrom(r, loadedLog{}) }
+
+// A span is where a line lies in the log.
+type span struct {
+	Offset int64
+	Len    int32
+}
+
+// stripSamples drops r's timing samples, which share nothing with the
+// caller's result after it.
+func stripSamples(r *space.Result) {
+	if len(r.Timings) == 0 {
+		return
+	}
+	ts := slices.Clone(r.Timings)
+	for i := range ts {
+		ts[i].SamplesUS = nil
+	}
+	r.Timings = ts
+}
+
+// readLogFrom goes on reading a log whose first l.clean bytes were loaded
+// into l: r reads the log from byte l.clean on.
+func readLogFrom(r io.Reader, l loadedLog) loadedLog {
+	seen := make(map[string]int, len(l.results)) // key → line of its first record
 	in := newInterner()
+	for i := range l.results {
+		seen[l.results[i].Key] = l.lineOf[i]
+		in.result(&l.results[i])
+	}
 	br := bufio.NewReaderSize(r, 1<<20)
 	var (
 		texts   [][]byte
@@ -82,7 +122,14 @@ func readLog(r io.Reader) loadedLog {
 				} else {
 					seen[res.Key] = line
 					in.result(&res)
+					if l.stripped {
+						for i := range res.Timings {
+							res.Timings[i].SamplesUS = nil
+						}
+					}
 					l.results = append(l.results, res)
+					l.lineOf = append(l.lineOf, line)
+					l.spans = append(l.spans, span{offset, int32(len(text))})
 					offset += int64(len(text))
 					continue
 				}
@@ -97,8 +144,8 @@ func readLog(r io.Reader) loadedLog {
 		}
 		texts = texts[:0]
 	}
-	batchLine, batchOffset := 1, int64(0)
-	for line := 1; ; line++ {
+	batchLine, batchOffset := l.lines+1, l.clean
+	for line := l.lines + 1; ; line++ {
 		text, err := br.ReadBytes('\n')
 		if err != nil {
 			absorb(batchLine, batchOffset)
@@ -115,6 +162,7 @@ func readLog(r io.Reader) loadedLog {
 			return l
 		}
 		l.clean += int64(len(text))
+		l.lines = line
 		texts = append(texts, text)
 		if len(texts) == logBatch {
 			absorb(batchLine, batchOffset)

@@ -99,14 +99,32 @@ func benchArchive(b *testing.B, n int) string {
 	return dir
 }
 
-// BenchmarkOpenArchive times, for each size, elites.Read (what every reader
-// starts with), elites.Open (tune's open for writing: lock, identity, the
+// BenchmarkOpenArchive times, for each size, elites.Read with no index
+// (rebuild) and with one (read, what every reader starts with), elites.Open (tune's open for writing: lock, identity, the
 // log), and the commands show and export end to end. It reports the heap
 // held with the archive open (MB-live) beside the allocations.
 func BenchmarkOpenArchive(b *testing.B) {
 	for _, n := range []int{10_000, 100_000, 300_000} {
 		dir := benchArchive(b, n)
 		name := fmt.Sprintf("%dk", n/1000)
+		// rebuild is a read with no index (results.idx): the whole log
+		// decoded, as the first open after an older evotune wrote it.
+		b.Run("rebuild/"+name, func(b *testing.B) {
+			var a *elites.Archive
+			for b.Loop() {
+				b.StopTimer()
+				os.Remove(filepath.Join(dir, "results.idx"))
+				b.StartTimer()
+				var err error
+				if a, err = elites.Read(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportLive(b, a)
+		})
+		if _, err := elites.Read(dir); err != nil { // the index, for what follows
+			b.Fatal(err)
+		}
 		b.Run("read/"+name, func(b *testing.B) {
 			var a *elites.Archive
 			for b.Loop() {
