@@ -405,6 +405,10 @@ func (a *Archive) Meta() Meta { return a.meta }
 // Skipped returns the log lines that were skipped on load, and why.
 func (a *Archive) Skipped() []LoadWarning { return slices.Clone(a.skipped) }
 
+// IndexNote says, in one line, why the archive's index (results.idx) was
+// rebuilt from the log when it was opened; "" when it was not.
+func (a *Archive) IndexNote() string { return a.indexNote }
+
 // Lookup returns the recorded result for a config key. A seed archive
 // answers nothing: its results were measured for another problem.
 func (a *Archive) Lookup(key string) (space.Result, bool) {

@@ -187,7 +187,6 @@ func (a *Archive) readIndexed(f *os.File) loadedLog {
 		l = readLogFrom(f, loadedLog{stripped: true})
 		if !errors.Is(err, os.ErrNotExist) {
 			l.indexNote = fmt.Sprintf("archive %s: rebuilding %s from the log: %v", a.dir, indexName, err)
-			fmt.Fprintln(os.Stderr, l.indexNote)
 		}
 	}
 	if l.err == nil {

@@ -332,3 +332,24 @@ func TestMergeNamesSource(t *testing.T) {
 		t.Errorf("merge into a new archive: exit %d, stderr %q; want %q", code, stderr, want)
 	}
 }
+
+// TestReadersNameRebuiltIndex checks that a reader says on its own stderr,
+// in one line, that a damaged results.idx was rebuilt from the log, and that
+// the output is what the log says.
+func TestReadersNameRebuiltIndex(t *testing.T) {
+	dir := copyArchive(t, testArchive)
+	want, _, code := runCLI(t, "show", "--archive", dir)
+	if code != 0 {
+		t.Fatalf("show: exit %d", code)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.idx"), []byte("not an index"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, stderr, code := runCLI(t, "show", "--archive", dir)
+	if code != 0 || got != want {
+		t.Errorf("show after a damaged index: exit %d, output differs: %v", code, got != want)
+	}
+	if !strings.Contains(stderr, "evotune: archive "+dir+": rebuilding results.idx from the log") {
+		t.Errorf("stderr %q does not say the index was rebuilt", stderr)
+	}
+}

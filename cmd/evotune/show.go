@@ -79,9 +79,13 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	return report.write(c.stdout, opts.Format)
 }
 
-// warnSkipped prints, on stderr, the result-log lines that loading skipped:
+// warnSkipped prints, on stderr, why the index was rebuilt (if it was) and
+// the result-log lines that loading skipped:
 // the user should know that a damaged log hides results.
 func warnSkipped(stderr io.Writer, a *elites.Archive) {
+	if n := a.IndexNote(); n != "" {
+		fmt.Fprintf(stderr, "evotune: %s\n", n)
+	}
 	for _, w := range a.Skipped() {
 		fmt.Fprintf(stderr, "evotune: warning: %s/results.jsonl: skipped %s\n", a.Dir(), w)
 	}
