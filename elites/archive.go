@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -383,6 +384,9 @@ func (a *Archive) adopt(l loadedLog) error {
 	if err := checkIdentity(a.dir, a.meta, l.results); err != nil {
 		return err
 	}
+	for i := range l.results {
+		compact(&l.results[i])
+	}
 	a.results = l.results
 	a.skipped = l.warnings
 	a.size = l.clean
@@ -421,7 +425,34 @@ func (a *Archive) Lookup(key string) (space.Result, bool) {
 	if !ok {
 		return space.Result{}, false
 	}
-	return a.results[i], true
+	return full(a.results[i]), true
+}
+
+// compact drops r's config when its key gives it back (space.FromKey): an
+// archive holds its results' configs as their keys, since at 100,000
+// results the maps would be a third of its memory. full undoes it.
+func compact(r *space.Result) {
+	if derivable(*r) {
+		r.Config = nil
+	}
+}
+
+// derivable reports whether r's config is what its key gives back.
+func derivable(r space.Result) bool {
+	if len(r.Config) == 0 {
+		return false
+	}
+	c, ok := space.FromKey(r.Key)
+	return ok && maps.Equal(c, r.Config)
+}
+
+// full returns r with its config, parsed from its key where compact
+// dropped it: every result the archive hands out is full.
+func full(r space.Result) space.Result {
+	if r.Config == nil && r.Key != "" {
+		r.Config, _ = space.FromKey(r.Key)
+	}
+	return r
 }
 
 // Record appends r to the log durably (one write of the whole line, then
@@ -457,6 +488,7 @@ func (a *Archive) Record(r space.Result) error {
 	if a.stripped {
 		stripSamples(&r)
 	}
+	compact(&r)
 	a.byKey[r.Key] = len(a.results)
 	a.results = append(a.results, r)
 	a.spans = append(a.spans, span{a.size - int64(len(line)), int32(len(line))})
@@ -559,22 +591,72 @@ func (a *Archive) replace(name string, data []byte) error {
 func (a *Archive) Results() []space.Result {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return slices.Clone(a.results)
+	out := make([]space.Result, len(a.results))
+	for i, r := range a.results {
+		out[i] = full(r)
+	}
+	return out
+}
+
+// each calls fn on every result in log order, under the archive's lock and
+// without copies: fn must not keep r, call the archive, or rely on r.Config
+// (see full).
+func (a *Archive) each(fn func(r *space.Result)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.results {
+		fn(&a.results[i])
+	}
+}
+
+// Len returns the number of results.
+func (a *Archive) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.results)
+}
+
+// Keys returns the results' config keys in log order.
+func (a *Archive) Keys() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	keys := make([]string, len(a.results))
+	for i, r := range a.results {
+		keys[i] = r.Key
+	}
+	return keys
+}
+
+// StatusCounts returns how many results the archive holds of each status.
+func (a *Archive) StatusCounts() map[space.Status]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	counts := map[space.Status]int{}
+	for _, r := range a.results {
+		counts[r.Status]++
+	}
+	return counts
 }
 
 // Top returns the k best results that passed every gate, by objective
 // (lower is better), ties broken by Seq (the earlier wins).
 func (a *Archive) Top(k int) []space.Result {
-	var ok []space.Result
-	for _, r := range a.Results() {
-		if r.OK() {
-			ok = append(ok, r)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ok []*space.Result
+	for i := range a.results {
+		if a.results[i].OK() {
+			ok = append(ok, &a.results[i])
 		}
 	}
-	slices.SortFunc(ok, func(x, y space.Result) int {
+	slices.SortFunc(ok, func(x, y *space.Result) int {
 		return cmp.Or(cmp.Compare(x.Objective, y.Objective), cmp.Compare(x.Seq, y.Seq))
 	})
-	return ok[:min(max(k, 0), len(ok))]
+	top := make([]space.Result, min(max(k, 0), len(ok)))
+	for i := range top {
+		top[i] = full(*ok[i])
+	}
+	return top
 }
 
 // Best returns the best result that passed every gate, if any did.

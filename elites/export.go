@@ -108,23 +108,23 @@ func DefaultResult(a *Archive, def space.Config) (space.Result, bool) {
 // OK result with the lowest p50 on that shape alone (ties go to the earlier
 // result). A shape that no OK result timed is left out.
 func ShapeBests(a *Archive) []ShapeBest {
-	results := a.Results()
 	var out []ShapeBest
 	for _, shape := range a.Meta().Problem.Shapes {
 		var best *ShapeBest
-		for _, r := range results {
+		a.each(func(r *space.Result) {
 			if !r.OK() {
-				continue
+				return
 			}
-			t, ok := TimingOf(r, shape)
+			t, ok := TimingOf(*r, shape)
 			if !ok || !(t.P50US > 0) {
-				continue
+				return
 			}
 			if best == nil || t.P50US < best.Timing.P50US || (t.P50US == best.Timing.P50US && r.Seq < best.Result.Seq) {
-				best = &ShapeBest{Shape: shape, Result: r, Key: r.Key, Timing: t}
+				best = &ShapeBest{Shape: shape, Result: *r, Key: r.Key, Timing: t}
 			}
-		}
+		})
 		if best != nil {
+			best.Result = full(best.Result)
 			out = append(out, *best)
 		}
 	}
@@ -150,7 +150,7 @@ func ProvenanceOf(a *Archive) Provenance {
 		Problem: m.Problem, Env: space.Env{GPU: m.GPU, Arch: m.Arch, NVCC: m.NVCC, SourceHash: m.SourceHash}, Created: m.Created,
 		ByStatus: map[space.Status]int{}, ByGate: map[space.Gate]int{}, Skipped: len(a.Skipped()),
 	}
-	for _, r := range a.Results() {
+	a.each(func(r *space.Result) {
 		p.Evaluated++
 		p.ByStatus[r.Status]++
 		p.ByGate[r.Gate]++
@@ -169,6 +169,6 @@ func ProvenanceOf(a *Archive) Provenance {
 		if r.Finished.After(p.Last) {
 			p.Last = r.Finished
 		}
-	}
+	})
 	return p
 }

@@ -1,10 +1,8 @@
 package elites
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -23,7 +21,7 @@ import (
 const indexName = "results.idx"
 
 // indexMagic starts an index file; a change of layout changes it.
-var indexMagic = []byte("evotune-index-2\n")
+var indexMagic = []byte("evotune-index-3\n")
 
 // indexCheck is how many bytes at each end of the covered prefix the index
 // checksums. The log is only ever appended to or cut back to a whole line,
@@ -33,10 +31,8 @@ const indexCheck = 64 << 10
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// logIndex is what results.idx holds: after indexMagic, a gob stream of
-// the logIndex with no results, then its results in chunks of indexChunk
-// (one large gob message costs its decoder a copy at every growth), then a
-// CRC-32C of the stream.
+// logIndex is what results.idx holds: after indexMagic, the head and the
+// results in the layout of indexcodec.go, then a CRC-32C of that body.
 type logIndex struct {
 	indexHead
 	Results []space.Result
@@ -44,7 +40,7 @@ type logIndex struct {
 	Spans   []span // where each result's line lies in the log
 }
 
-// indexHead is the first gob message of an index.
+// indexHead is what an index says of the log prefix it covers.
 type indexHead struct {
 	Covered  int64  // length of the log prefix the index covers (whole lines)
 	Lines    int    // lines in that prefix
@@ -52,16 +48,6 @@ type indexHead struct {
 	TailCRC  uint32 // CRC-32C of its last indexCheck bytes
 	Count    int    // results
 	Warnings []LoadWarning
-}
-
-// indexChunk is how many results one gob message of the index holds.
-const indexChunk = 2048
-
-// indexPart is one chunk of an index's results.
-type indexPart struct {
-	Results []space.Result
-	LineOf  []int
-	Spans   []span
 }
 
 // prefixCRCs returns the checksums of the first and last indexCheck bytes of
@@ -92,22 +78,21 @@ func readIndex(dir string, f io.ReaderAt, size int64) (logIndex, error) {
 	if err != nil {
 		return logIndex{}, err
 	}
-	magic := make([]byte, len(indexMagic))
-	if _, err := io.ReadFull(file, magic); err != nil || !bytes.Equal(magic, indexMagic) || fi.Size() < int64(len(indexMagic))+4 {
+	if fi.Size() < int64(len(indexMagic))+4 {
 		return logIndex{}, errors.New("not an index of this evotune")
 	}
-	// The stream is decoded as it is read (not read whole first: at
-	// 100,000 results it is 100 MB) and its checksum checked at the end.
-	sum := crc32.New(castagnoli)
-	stream := io.LimitReader(file, fi.Size()-int64(len(indexMagic))-4)
-	ix, err := decodeIndex(bufio.NewReaderSize(io.TeeReader(stream, sum), 1<<20), fi.Size())
-	if _, cerr := io.Copy(sum, stream); cerr != nil {
-		return logIndex{}, cerr
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(file, data); err != nil {
+		return logIndex{}, err
 	}
-	trailer := make([]byte, 4)
-	if _, terr := io.ReadFull(file, trailer); terr != nil || sum.Sum32() != binary.LittleEndian.Uint32(trailer) {
+	if !bytes.Equal(data[:len(indexMagic)], indexMagic) {
+		return logIndex{}, errors.New("not an index of this evotune")
+	}
+	body, trailer := data[len(indexMagic):len(data)-4], data[len(data)-4:]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(trailer) {
 		return logIndex{}, errors.New("index damaged (checksum)")
 	}
+	ix, err := decodeIndex(body)
 	if err != nil {
 		return logIndex{}, err
 	}
@@ -125,38 +110,6 @@ func readIndex(dir string, f io.ReaderAt, size int64) (logIndex, error) {
 	}
 	if head != ix.HeadCRC || tail != ix.TailCRC {
 		return logIndex{}, errors.New("the log differs from what the index covers")
-	}
-	return ix, nil
-}
-
-// decodeIndex decodes an index's gob stream from r, an index file of size
-// bytes.
-func decodeIndex(r io.Reader, size int64) (logIndex, error) {
-	var ix logIndex
-	dec := gob.NewDecoder(r)
-	if err := dec.Decode(&ix.indexHead); err != nil {
-		return logIndex{}, fmt.Errorf("index damaged: %v", err)
-	}
-	if ix.Count < 0 || int64(ix.Count) > size {
-		return logIndex{}, errors.New("index damaged (count)")
-	}
-	ix.Results = make([]space.Result, 0, ix.Count)
-	ix.LineOf = make([]int, 0, ix.Count)
-	ix.Spans = make([]span, 0, ix.Count)
-	for len(ix.Results) < ix.Count {
-		var part indexPart
-		if err := dec.Decode(&part); err != nil {
-			return logIndex{}, fmt.Errorf("index damaged: %v", err)
-		}
-		if len(part.LineOf) != len(part.Results) || len(part.Spans) != len(part.Results) || len(part.Results) == 0 {
-			return logIndex{}, errors.New("index damaged (chunk)")
-		}
-		ix.Results = append(ix.Results, part.Results...)
-		ix.LineOf = append(ix.LineOf, part.LineOf...)
-		ix.Spans = append(ix.Spans, part.Spans...)
-	}
-	if len(ix.Results) != ix.Count {
-		return logIndex{}, errors.New("index damaged (count)")
 	}
 	return ix, nil
 }
@@ -221,21 +174,14 @@ func (a *Archive) writeIndex(f io.ReaderAt, l loadedLog) error {
 			return err
 		}
 	}
-	var buf bytes.Buffer
-	buf.Write(indexMagic)
-	ix.Count = len(ix.Results)
-	enc := gob.NewEncoder(&buf)
-	if err := enc.Encode(&ix.indexHead); err != nil {
+	body, err := encodeIndex(ix.indexHead, ix.Results, ix.LineOf, ix.Spans)
+	if err != nil {
 		return err
 	}
-	for i := 0; i < ix.Count; i += indexChunk {
-		j := min(i+indexChunk, ix.Count)
-		if err := enc.Encode(indexPart{ix.Results[i:j], ix.LineOf[i:j], ix.Spans[i:j]}); err != nil {
-			return err
-		}
-	}
-	buf.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(buf.Bytes()[len(indexMagic):], castagnoli)))
-	return a.replace(indexName, buf.Bytes())
+	data := make([]byte, 0, len(indexMagic)+len(body)+4)
+	data = append(append(data, indexMagic...), body...)
+	data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(body, castagnoli))
+	return a.replace(indexName, data)
 }
 
 // WithSamples returns r, a result of the archive, with its timing samples.

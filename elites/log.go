@@ -98,11 +98,11 @@ func stripSamples(r *space.Result) {
 // into l: r reads the log from byte l.clean on.
 func readLogFrom(r io.Reader, l loadedLog) loadedLog {
 	seen := make(map[string]int, len(l.results)) // key → line of its first record
-	in := newInterner()
 	for i := range l.results {
 		seen[l.results[i].Key] = l.lineOf[i]
-		in.result(&l.results[i])
 	}
+	// Results given from the index already share their strings.
+	in := newInterner()
 	br := bufio.NewReaderSize(r, 1<<20)
 	var (
 		texts   [][]byte

@@ -264,3 +264,10 @@ func (m *memStore) Results() []space.Result {
 	}
 	return out
 }
+
+// Keys lists the recorded results' keys in the order they were recorded.
+func (m *memStore) Keys() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.log)
+}

@@ -15,6 +15,7 @@ import (
 type Log interface {
 	Store
 	Results() []space.Result
+	Keys() []string // the results' keys in log order: what Results costs, without the copies
 }
 
 // Settings are what decides a search's proposals besides the answers: its
@@ -118,10 +119,10 @@ func (s *Search) wallCharge(r space.Result) time.Duration {
 // one that counts more results than the log holds, or that proposed and
 // absorbed a config the log does not hold (a lost or damaged line).
 func checkLog(st *state, log Log) error {
-	results := log.Results()
-	logged := make(map[string]bool, len(results))
-	for _, r := range results {
-		logged[r.Config.Hash()] = true
+	keys := log.Keys()
+	logged := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		logged[space.HashKey(k)] = true
 	}
 	inBatch := make(map[string]bool, len(st.Batch))
 	for _, p := range st.Batch {
@@ -136,8 +137,8 @@ func checkLog(st *state, log Log) error {
 	if missing > 0 {
 		return fmt.Errorf("the log lacks %d of the %d configs it absorbed", missing, len(st.Seen)-len(st.Batch))
 	}
-	if st.Evals > len(results) {
-		return fmt.Errorf("it counts %d evaluations, the log holds %d results", st.Evals, len(results))
+	if st.Evals > len(keys) {
+		return fmt.Errorf("it counts %d evaluations, the log holds %d results", st.Evals, len(keys))
 	}
 	return nil
 }

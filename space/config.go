@@ -37,9 +37,33 @@ func (c Config) Key() string {
 	return b.String()
 }
 
+// FromKey returns the config whose Key is key, and whether there is one:
+// a key that Key could not have produced (a pair without "=", names out of
+// order or repeated, a name or value holding "," or "=" that makes the key
+// ambiguous) gives false. FromKey(c.Key()) is c whenever no name or value of
+// c holds "," or "=" (the empty key gives a nil config).
+func FromKey(key string) (Config, bool) {
+	if key == "" {
+		return nil, true
+	}
+	c := make(Config, strings.Count(key, ",")+1)
+	prev := ""
+	for pair := range strings.SplitSeq(key, ",") {
+		name, value, ok := strings.Cut(pair, "=")
+		if !ok || strings.Contains(value, "=") || (len(c) > 0 && name <= prev) {
+			return nil, false
+		}
+		c[name], prev = value, name
+	}
+	return c, true
+}
+
 // Hash returns a short stable hash of Key (16 hex digits).
-func (c Config) Hash() string {
-	sum := sha256.Sum256([]byte(c.Key()))
+func (c Config) Hash() string { return HashKey(c.Key()) }
+
+// HashKey returns the Hash of the config whose Key is key.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -634,5 +635,30 @@ func BenchmarkSample(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for b.Loop() {
 		s.Sample(rng)
+	}
+}
+
+func TestFromKey(t *testing.T) {
+	for _, c := range []Config{
+		nil,
+		{"a": "1"},
+		{"block_m": "64", "block_n": "128", "kv_layout": "swizzle", "ws": "0", "x": ""},
+		{"": "v", "b": "2"},
+	} {
+		got, ok := FromKey(c.Key())
+		if !ok || !maps.Equal(got, c) || (got == nil) != (c == nil) {
+			t.Errorf("FromKey(%q) = %v, %v; want %v", c.Key(), got, ok, c)
+		}
+	}
+	for _, key := range []string{"a", "a=1,a=2", "b=1,a=2", "a=1,,b=2", "a=1=2", "a=1,b"} {
+		if c, ok := FromKey(key); ok {
+			t.Errorf("FromKey(%q) = %v: a key Key cannot produce was taken", key, c)
+		}
+	}
+	// A value holding "," makes the key ambiguous: FromKey gives another
+	// config or none, never the same one by luck; callers compare.
+	c := Config{"a": "1,b=2"}
+	if got, ok := FromKey(c.Key()); ok && maps.Equal(got, c) {
+		t.Errorf("FromKey(%q) = %v: an ambiguous key round-tripped", c.Key(), got)
 	}
 }

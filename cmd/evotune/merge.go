@@ -48,7 +48,7 @@ func runMerge(ctx context.Context, c *cli, args []string) error {
 		}
 		fmt.Fprintf(c.stdout, "%s: %d new results\n", src, added)
 	}
-	fmt.Fprintf(c.stdout, "%s now holds %d results\n", dst, len(a.Results()))
+	fmt.Fprintf(c.stdout, "%s now holds %d results\n", dst, a.Len())
 	return a.Close()
 }
 

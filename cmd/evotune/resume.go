@@ -19,7 +19,7 @@ import (
 // state is only a cache of it). A resumed or rebuilt search runs with the
 // archive's settings; flags given now that differ are named on one line.
 func startSearch(stderr io.Writer, fs *pflag.FlagSet, b backend, archive *elites.Archive, state []byte, eo evo.Options) (*evo.Search, error) {
-	n := len(archive.Results())
+	n := archive.Len()
 	settings, stored := archiveSettings(archive.Meta(), state, eo)
 	if n == 0 && state == nil {
 		if stored {

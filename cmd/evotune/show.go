@@ -124,10 +124,18 @@ func eliteBound(top []space.Result, k int) float64 {
 // shown, so the user is told. Constraint rejections are ordinary results.
 func warnForeign(stderr io.Writer, a *elites.Archive, sp *space.Space) {
 	n, first := 0, ""
-	for _, r := range a.Results() {
+	// The keys, not Results: at 100,000 results a copy of every result
+	// is most of what opening costs.
+	for _, key := range a.Keys() {
+		cfg, ok := space.FromKey(key)
+		if !ok {
+			r, _ := a.Lookup(key) // a config its key does not give back
+			cfg = r.Config
+		}
 		var rej *space.Rejection
-		if err := sp.Check(r.Config); err != nil && !errors.As(err, &rej) {
+		if err := sp.Check(cfg); err != nil && !errors.As(err, &rej) {
 			if n == 0 {
+				r, _ := a.Lookup(key)
 				first = fmt.Sprintf("result %d: %v", r.Seq, err)
 			}
 			n++
@@ -175,11 +183,7 @@ type eliteRow struct {
 
 func newShowReport(a *elites.Archive, top int) showReport {
 	meta := a.Meta()
-	results := a.Results()
-	rep := showReport{Archive: a.Dir(), Meta: meta, Evaluated: len(results), ByStatus: map[space.Status]int{}}
-	for _, r := range results {
-		rep.ByStatus[r.Status]++
-	}
+	rep := showReport{Archive: a.Dir(), Meta: meta, Evaluated: a.Len(), ByStatus: a.StatusCounts()}
 	def, knobs := familyDefault(meta.Problem, meta.Arch)
 	if def != nil {
 		if r, ok := a.Lookup(def.Key()); ok && r.OK() {
