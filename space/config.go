@@ -47,15 +47,29 @@ func FromKey(key string) (Config, bool) {
 		return nil, true
 	}
 	c := make(Config, strings.Count(key, ",")+1)
+	if !c.SetKey(key) {
+		return nil, false
+	}
+	return c, true
+}
+
+// SetKey makes c the config whose Key is key, reusing c's storage (a loop
+// over many keys need not allocate a map for each), and reports whether
+// there is one, as FromKey does; on false c holds what could be read.
+func (c Config) SetKey(key string) bool {
+	clear(c)
+	if key == "" {
+		return true
+	}
 	prev := ""
 	for pair := range strings.SplitSeq(key, ",") {
 		name, value, ok := strings.Cut(pair, "=")
 		if !ok || strings.Contains(value, "=") || (len(c) > 0 && name <= prev) {
-			return nil, false
+			return false
 		}
 		c[name], prev = value, name
 	}
-	return c, true
+	return true
 }
 
 // Hash returns a short stable hash of Key (16 hex digits).

@@ -662,3 +662,16 @@ func TestFromKey(t *testing.T) {
 		t.Errorf("FromKey(%q) = %v: an ambiguous key round-tripped", c.Key(), got)
 	}
 }
+
+func TestSetKeyReuses(t *testing.T) {
+	c := Config{"old": "1"}
+	if !c.SetKey("a=1,b=2") || !maps.Equal(c, Config{"a": "1", "b": "2"}) {
+		t.Fatalf("SetKey gave %v", c)
+	}
+	if !c.SetKey("") || len(c) != 0 {
+		t.Fatalf("SetKey of the empty key left %v", c)
+	}
+	if c.SetKey("b=1,a=2") {
+		t.Fatal("SetKey took names out of order")
+	}
+}

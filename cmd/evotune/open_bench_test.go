@@ -176,13 +176,10 @@ func BenchmarkOpenArchive(b *testing.B) {
 	}
 }
 
-// ktGEMM is the Kernel Tuner space of 82,944 configs that resume is timed
-// on: a search run over all of it leaves an archive of that many results
-// with the search state beside it, as a night on a GPU does.
-const ktGEMM = "../../runner/testdata/ktcache/GEMM_A100.json.gz"
-
 // BenchmarkResume times tune resuming an evo search of 82,944 results over
-// ktGEMM, which finds its --evals reached: opening the archive, checking
+// ktGEMM (a search run over all of that Kernel Tuner space leaves that many
+// results with the search state beside them, as a night on a GPU does), which
+// finds its --evals reached: opening the archive, checking
 // the state against the log and restoring the search, and reading the
 // Kernel Tuner file that answers it (about half of the time). The archive is
 // made once (six minutes) in $EVOTUNE_BENCH_DIR.

@@ -126,9 +126,10 @@ func warnForeign(stderr io.Writer, a *elites.Archive, sp *space.Space) {
 	n, first := 0, ""
 	// The keys, not Results: at 100,000 results a copy of every result
 	// is most of what opening costs.
+	scratch := space.Config{}
 	for _, key := range a.Keys() {
-		cfg, ok := space.FromKey(key)
-		if !ok {
+		cfg := scratch
+		if !scratch.SetKey(key) {
 			r, _ := a.Lookup(key) // a config its key does not give back
 			cfg = r.Config
 		}
