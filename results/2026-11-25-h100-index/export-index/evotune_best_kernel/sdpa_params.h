@@ -1,0 +1,17 @@
+// sdpa_params.h: the one argument every SDPA family kernel takes, by value.
+// Shared by the kernel source and the GPU worker so the layouts cannot drift.
+#pragma once
+
+struct SdpaParams {
+    const void* q;        // [b, h, s, d], fp16, bf16 or E4M3 bytes, contiguous
+    const void* k;        // [b, h, s, d]
+    const void* v;        // [b, h, s, d]
+    void* o;              // [b, h, s, d], the input dtype (fp16 or bf16 for E4M3 inputs)
+    float* o_part;        // split-kv partial outputs [split, b, h, s, d] (fp32), or null
+    float* lse_part;      // split-kv partial log-sum-exp [split, b, h, s] (fp32), or null
+    int b, h, s, d;       // d must equal SDPA_HEAD_DIM
+    float scale;          // softmax scale
+    // E4M3 inputs only: the dequantisation scale of each tensor (the value
+    // an input byte stands for is its E4M3 value times the scale).
+    float q_scale, k_scale, v_scale;
+};
