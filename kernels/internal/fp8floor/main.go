@@ -9,12 +9,12 @@
 //
 //	go run ./kernels/internal/fp8floor > floor.md
 //
-// Inputs are N(0,1) (times --scale-16's 16 in one case), drawn per tensor
-// and head from --seed, so the table depends only on the flags. Per-tensor
-// scales take the amax of the whole B x H tensor, as the worker's quantiser
-// does; the attention itself runs on --heads heads of each shape and --rows
-// query rows of each (evenly spaced, so causal rows of every length), with
-// all their keys.
+// Inputs are N(0,1), or the stress cases' variants of it (inputCase),
+// drawn per tensor and head from --seed, so the table depends only on the
+// flags. Per-tensor scales take the amax of the whole B x H tensor, as the
+// worker's quantiser does; the attention itself runs on --heads heads of
+// each shape and --rows query rows of each (evenly spaced, so causal rows of
+// every length), with all their keys.
 package main
 
 import (
@@ -55,8 +55,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	flags := pflag.NewFlagSet("fp8floor", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
 	flags.StringSliceVar(&opt.shapes, "shapes", benchShapes, "N(0,1) shapes, BxHxSxD[:causal]")
-	flags.StringVar(&opt.stressShape, "stress-shape", "1x8x512x64", "shape of the stress cases (input scale 16, an outlier row, K channel offsets)")
-	flags.IntVar(&opt.heads, "heads", 2, "heads per shape the attention runs on, evenly spaced over B x H from the first")
+	flags.StringVar(&opt.stressShape, "stress-shape", "1x8x512x64", "shape of the stress cases (input scale 16, an outlier row, K channel offsets, a loud head)")
+	flags.IntVar(&opt.heads, "heads", 8, "heads per shape the attention runs on, evenly spaced over B x H from the first")
 	flags.IntVar(&opt.rows, "rows", 256, "query rows per head, evenly spaced from row 0 (all rows when S is smaller)")
 	flags.Uint64Var(&opt.seed, "seed", 1, "seed of the inputs")
 	if err := flags.Parse(args); err != nil {
@@ -81,10 +81,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		{title: "N(0,16²)", shape: stress, sigma: 16},
 		{title: "outlier row", shape: stress, sigma: 1, outlier: true},
 		{title: "K channel offsets", shape: stress, sigma: 1, kOffsets: true},
+		{title: "another head ×10³", shape: stress, sigma: 1, loudHead: 1e3},
+		{title: "another head ×10⁵", shape: stress, sigma: 1, loudHead: 1e5},
 	}
 
 	start := time.Now()
-	fmt.Fprintf(stdout, "%s: end to end against float64 attention on the raw inputs, cos / rel L1 / max abs; %d heads x %d rows per shape, seed %d\n\n",
+	fmt.Fprintf(stdout, "%s: end to end against float64 attention on the raw inputs, cos / rel L1 / max abs; up to %d heads x %d rows per shape, seed %d\n\n",
 		strings.Join(append([]string{"go run ./kernels/internal/fp8floor"}, args...), " "), opt.heads, opt.rows, opt.seed)
 	fmt.Fprintln(stdout, "N(0,1) inputs:")
 	fmt.Fprintln(stdout)
@@ -188,6 +190,10 @@ type inputCase struct {
 	// kOffsets adds to each channel of K an offset drawn from N(0, 3²) per
 	// head, as model activations have: smoothing removes it.
 	kOffsets bool
+	// loudHead multiplies Q, K and V of the last head, which is left out of
+	// the heads measured, so that the per-tensor amax is that many times
+	// theirs (heads of a layer differ in range; one scale covers them all).
+	loudHead float64
 }
 
 // Tensor tags of the input streams.
@@ -211,6 +217,13 @@ func (c inputCase) head(seed uint64, bh int) (q, k, v fp8model.Matrix) {
 		return m
 	}
 	q, k, v = draw(tagQ), draw(tagK), draw(tagV)
+	if c.loudHead != 0 && bh == c.shape.B*c.shape.H-1 {
+		for _, m := range []fp8model.Matrix{q, k, v} {
+			for i := range m.Data {
+				m.Data[i] *= c.loudHead
+			}
+		}
+	}
 	if c.kOffsets {
 		rng := rand.New(rand.NewPCG(seed, uint64(tagKOffset)<<32|uint64(bh)))
 		for ch := 0; ch < k.Cols; ch++ {
@@ -237,7 +250,7 @@ func stressNote(shape space.Shape, seed uint64) string {
 	for ch, x := range k.Row(outlierKey) {
 		dot += q.Data[ch] * x
 	}
-	return fmt.Sprintf("inputs N(0,16²); N(0,1) with query row 0 of head 0 set to %g sign(k_%d), raw score %.0f before the 1/sqrt(D) scale; N(0,1) with K channel offsets from N(0,3²)",
+	return fmt.Sprintf("inputs N(0,16²); N(0,1) with query row 0 of head 0 set to %g sign(k_%d), raw score %.0f before the 1/sqrt(D) scale; N(0,1) with K channel offsets from N(0,3²); N(0,1) with Q, K and V of the last head, not measured, 10³ and 10⁵ times larger",
 		outlierQ, outlierKey, dot)
 }
 
@@ -265,8 +278,12 @@ func measure(c inputCase, all []scheme, opt options) []fp8model.Errors {
 	}
 	errs := make([]fp8model.Errors, len(all))
 	heads := c.shape.B * c.shape.H
-	for i := 0; i < min(opt.heads, heads); i++ {
-		q, k, v := c.head(opt.seed, i*heads/min(opt.heads, heads))
+	if c.loudHead != 0 && heads > 1 {
+		heads-- // the loud head sets the amax; the others are measured
+	}
+	n := min(opt.heads, heads)
+	for i := 0; i < n; i++ {
+		q, k, v := c.head(opt.seed, i*heads/n)
 		ref := fp8model.Attention(q, k, v, rows, c.causal, fp8model.Exact)
 		for n, s := range all {
 			kAmax := amax.k

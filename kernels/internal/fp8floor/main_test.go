@@ -8,8 +8,8 @@ import (
 )
 
 // smallArgs keep the run to a fraction of a second: shapes of 128 keys,
-// 32 query rows.
-var smallArgs = []string{"--shapes", "1x2x128x64,1x2x128x32:causal", "--stress-shape", "1x2x128x64", "--rows", "32"}
+// 2 heads of 32 query rows.
+var smallArgs = []string{"--shapes", "1x2x128x64,1x2x128x32:causal", "--stress-shape", "1x4x128x64", "--heads", "2", "--rows", "32"}
 
 func runFloor(t *testing.T, args []string) string {
 	t.Helper()
@@ -89,6 +89,13 @@ func TestFloorTable(t *testing.T) {
 	smooth := cells(t, out, "E4M3 tensor, K smoothed", false)[2]
 	if smooth[1] >= offsets[1] {
 		t.Errorf("K channel offsets: smoothing gives rel L1 %g, not below the kernel's %g", smooth[1], offsets[1])
+	}
+	// A head 10^5 times louder pushes the others' values under E4M3's
+	// subnormals with one per-tensor scale; per-block scales do not see it.
+	loud := cells(t, out, "kernel: Q, K, V E4M3 tensor; P fp16 (pv_fp8=0)", false)[4]
+	blocks := cells(t, out, "E4M3 Q, K b64; V b64 keys", false)[4]
+	if loud[1] < 0.3 || blocks[1] > 0.07 {
+		t.Errorf("another head x10^5: rel L1 %g per tensor, %g per block of 64; want per tensor broken (>= 0.3), per block at the N(0,1) floor (<= 0.07)", loud[1], blocks[1])
 	}
 }
 
