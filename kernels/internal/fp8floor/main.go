@@ -185,7 +185,7 @@ type inputCase struct {
 	sigma  float64 // inputs are N(0, sigma²)
 	// outlier sets query row 0 of head 0 to 12 sign(k_5): its score with key 5
 	// before the softmax scale is 12 sum |k_5| (about 600, over 448) and Q's
-	// amax triples.
+	// amax rises from about 5 to 12.
 	outlier bool
 	// kOffsets adds to each channel of K an offset drawn from N(0, 3²) per
 	// head, as model activations have: smoothing removes it.
