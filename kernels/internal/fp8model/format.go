@@ -34,8 +34,7 @@ const (
 	fp16MantBits   = 10
 	fp16MinExp     = -14
 	fp16MaxFinite  = 65504.0
-	fp16Overflow   = 65520.0 // half an ulp above the max: round to nearest gives infinity from here
-	int8MaxCode    = 127     // symmetric: -128 is never used
+	int8MaxCode    = 127 // symmetric: -128 is never used
 	e4m3MaxCodeMag = 0x7e
 )
 
@@ -92,8 +91,10 @@ func RoundFP16(x float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return x
 	}
+	// Rounded with an unbounded exponent, anything from half an ulp above
+	// the largest finite value (65520) comes out as 2^16: infinity in fp16.
 	r := roundToFormat(math.Abs(x), fp16MantBits, fp16MinExp)
-	if r >= fp16Overflow {
+	if r > fp16MaxFinite {
 		r = math.Inf(1)
 	}
 	return math.Copysign(r, x)
