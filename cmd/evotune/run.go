@@ -23,7 +23,10 @@ type cli struct {
 	terminal bool
 	// width is the terminal's width in columns, 0 when unknown.
 	width int
-	now   func() time.Time
+	// outWidth is stdout's width when it is a terminal, 0 otherwise: tables
+	// are fitted to it.
+	outWidth int
+	now      func() time.Time
 }
 
 // A command is one subcommand.
@@ -62,6 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if c.terminal {
 			c.width, _, _ = term.GetSize(int(f.Fd()))
 		}
+	}
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		c.outWidth, _, _ = term.GetSize(int(f.Fd()))
 	}
 	return c.run(ctx, args)
 }

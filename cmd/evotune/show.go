@@ -76,7 +76,7 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
-	return report.write(c.stdout, opts.Format)
+	return report.write(c.stdout, opts.Format, c.outWidth)
 }
 
 // warnSkipped prints, on stderr, why the index was rebuilt (if it was) and
@@ -234,7 +234,9 @@ func familyDefault(p space.Problem, arch string) (space.Config, []space.Knob) {
 	return s.Default(), s.Knobs
 }
 
-func (rep showReport) write(w io.Writer, format string) error {
+// write prints the report in format; a table is fitted to width columns
+// (0: no limit) by wrapping the changes and leaving out p90, then the CI.
+func (rep showReport) write(w io.Writer, format string, width int) error {
 	m := rep.Meta
 	fmt.Fprintf(w, "archive %s: %s\n", rep.Archive, problemLine(m.Problem))
 	fmt.Fprintf(w, "measured on %s (%s), nvcc %s, source %s\n", orUnknown(m.GPU), orUnknown(m.Arch), orUnknown(m.NVCC), shortHash(m.SourceHash))
@@ -264,6 +266,9 @@ func (rep showReport) write(w io.Writer, format string) error {
 			strconv.Itoa(e.Rank), us(e.P50US), us(e.CILowUS) + " – " + us(e.CIHighUS), us(e.P90US),
 			speedup, regs, strconv.Itoa(e.Spills), e.Changes,
 		})
+	}
+	if format == "table" {
+		header, rows = textfmt.Fit(header, rows, width, "p90 µs", "95% CI µs")
 	}
 	return writeTable(w, format, header, rows)
 }

@@ -181,7 +181,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if shown != nil {
 		shown.Finish()
 	}
-	writeSummary(c.stdout, summary, archive, opts, b)
+	writeSummary(c.stdout, c.outWidth, summary, archive, opts, b)
 	if runErr != nil {
 		return fmt.Errorf("tune: %w", runErr)
 	}
@@ -433,7 +433,7 @@ func moduleVersion() string {
 }
 
 // writeSummary prints how the run ended, the counts and the elites.
-func writeSummary(w io.Writer, s evo.Summary, a *elites.Archive, opts tuneOptions, b backend) {
+func writeSummary(w io.Writer, width int, s evo.Summary, a *elites.Archive, opts tuneOptions, b backend) {
 	var why string
 	switch s.Stop {
 	case evo.StopBudget:
@@ -460,7 +460,7 @@ func writeSummary(w io.Writer, s evo.Summary, a *elites.Archive, opts tuneOption
 	}
 	fmt.Fprintln(w)
 	rep := newShowReport(a, opts.Elites)
-	rep.write(w, "table")
+	rep.write(w, "table", width)
 }
 
 // validate checks the flag values that do not need the archive or a GPU.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -164,4 +166,114 @@ func Fixed(v float64, prec int) string {
 // Percent renders a fraction as a percentage with prec decimals.
 func Percent(v float64, prec int) string {
 	return strconv.FormatFloat(100*v, 'f', prec, 64) + "%"
+}
+
+// minFitColumn is the narrowest the last column of a fitted table gets:
+// narrower, its text would be a column of fragments.
+const minFitColumn = 20
+
+// Fit returns header and rows made to render (by Table, format "table") in
+// at most width columns: the last column's text is wrapped at spaces (then
+// commas); if that is not enough, the columns named in optional are left
+// out, in that order, until it is. With width 0 (unknown) they are returned
+// as given. A table that cannot fit even so is returned as narrow as it got.
+func Fit(header []string, rows [][]string, width int, optional ...string) ([]string, [][]string) {
+	if width <= 0 || len(header) == 0 {
+		return header, rows
+	}
+	for {
+		widths := columnWidths(header, rows)
+		total := 3*len(widths) + 1 // "│ " before each cell, " " after, the last "│"
+		for _, w := range widths {
+			total += w
+		}
+		last := len(header) - 1
+		avail := width - (total - widths[last])
+		if total <= width {
+			return header, rows
+		}
+		if avail >= max(minFitColumn, displayLen(header[last])) || len(optional) == 0 {
+			avail = max(avail, minFitColumn, displayLen(header[last]))
+			wrapped := make([][]string, len(rows))
+			for i, row := range rows {
+				wrapped[i] = slices.Clone(row)
+				if len(row) == len(header) {
+					wrapped[i][last] = wrapText(row[last], avail)
+				}
+			}
+			return header, wrapped
+		}
+		drop := slices.Index(header, optional[0])
+		optional = optional[1:]
+		if drop < 0 || drop == last {
+			continue
+		}
+		header = slices.Delete(slices.Clone(header), drop, drop+1)
+		kept := make([][]string, len(rows))
+		for i, row := range rows {
+			kept[i] = row
+			if len(row) > drop {
+				kept[i] = slices.Delete(slices.Clone(row), drop, drop+1)
+			}
+		}
+		rows = kept
+	}
+}
+
+// columnWidths returns each column's width: its widest line of text.
+func columnWidths(header []string, rows [][]string) []int {
+	widths := make([]int, len(header))
+	for _, row := range append([][]string{header}, rows...) {
+		for i, cell := range row {
+			if i < len(widths) {
+				for line := range strings.SplitSeq(cell, "\n") {
+					widths[i] = max(widths[i], displayLen(line))
+				}
+			}
+		}
+	}
+	return widths
+}
+
+func displayLen(s string) int { return utf8.RuneCountInString(s) }
+
+// wrapText breaks text into lines of at most width runes, at spaces where
+// it can, else after commas, else anywhere.
+func wrapText(text string, width int) string {
+	var lines []string
+	line := ""
+	put := func(word, sep string) {
+		switch {
+		case line == "":
+			line = word
+		case displayLen(line)+len(sep)+displayLen(word) <= width:
+			line += sep + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	for word := range strings.FieldsSeq(text) {
+		if displayLen(word) <= width {
+			put(word, " ")
+			continue
+		}
+		parts := strings.SplitAfter(word, ",")
+		for i, part := range parts {
+			sep := ""
+			if i == 0 {
+				sep = " "
+			}
+			for displayLen(part) > width {
+				r := []rune(part)
+				put(string(r[:width]), sep)
+				part, sep = string(r[width:]), ""
+			}
+			put(part, sep)
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
 }

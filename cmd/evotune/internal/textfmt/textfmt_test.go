@@ -2,8 +2,12 @@ package textfmt
 
 import (
 	"math"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"evotune/space"
 )
@@ -61,5 +65,62 @@ func TestFixedAndPercent(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+func TestFit(t *testing.T) {
+	header := []string{"#", "p50 µs", "95% CI µs", "p90 µs", "speedup", "regs", "spills", "changes from default"}
+	rows := [][]string{
+		{"1", "4.98", "4.97 – 4.98", "4.99", "1.59x", "153", "0", "stages=3 block_m=32 block_n=256 warps=8"},
+		{"2", "5.02", "5.02 – 5.02", "5.03", "1.57x", "231", "0", "ws=1 producer_warps=2 stages=3 block_m=32 block_n=256 persistent=1 q_in_regs=0 min_blocks_per_sm=2"},
+		{"3", "8518.1", "8518.1 – 8518.1", "8518.1", "-", "-", "0", "KWG=32,KWI=2,MDIMA=16,MDIMC=16,MWG=64,NDIMB=16,NDIMC=8,NWG=128,PRECISION=32,SA=1,SB=1"},
+	}
+	render := func(h []string, r [][]string) []string {
+		var b strings.Builder
+		if err := Table(&b, "table", h, r); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	}
+	widest := func(lines []string) int {
+		n := 0
+		for _, l := range lines {
+			n = max(n, utf8.RuneCountInString(l))
+		}
+		return n
+	}
+	natural := widest(render(header, rows))
+	for _, width := range []int{0, natural, 200} {
+		h, r := Fit(header, rows, width, "p90 µs", "95% CI µs")
+		if !slices.Equal(h, header) || !reflect.DeepEqual(r, rows) {
+			t.Errorf("width %d (the table is %d wide): Fit changed the table", width, natural)
+		}
+	}
+	for _, width := range []int{100, 80, 60} {
+		h, r := Fit(header, rows, width, "p90 µs", "95% CI µs")
+		lines := render(h, r)
+		// At 60 the table cannot fit: both optional columns go and the
+		// last is at its narrowest.
+		if got := widest(lines); width == 60 && (len(h) != len(header)-2 || columnWidths(h, r)[len(h)-1] > minFitColumn) {
+			t.Errorf("width 60: header %v, last column %d wide", h, columnWidths(h, r)[len(h)-1])
+		} else if width > 60 && got > width {
+			t.Errorf("width %d: the fitted table is %d wide:\n%s", width, got, strings.Join(lines, "\n"))
+		}
+		// Nothing of the last column is lost: its text, line breaks
+		// aside, is what it was.
+		for i := range rows {
+			got := strings.ReplaceAll(r[i][len(h)-1], "\n", "")
+			if strings.ReplaceAll(got, " ", "") != strings.ReplaceAll(rows[i][len(header)-1], " ", "") {
+				t.Errorf("width %d, row %d: last column %q, was %q", width, i, r[i][len(h)-1], rows[i][len(header)-1])
+			}
+		}
+		if width == 100 && len(h) != len(header) {
+			t.Errorf("width 100: columns %v dropped; wrapping alone fits", h)
+		}
+	}
+	// At 80 columns p90 goes first; the CI of times in µs stays.
+	h, _ := Fit(header, rows[:2], 80, "p90 µs", "95% CI µs")
+	if slices.Contains(h, "p90 µs") || !slices.Contains(h, "95% CI µs") {
+		t.Errorf("width 80: header %v; want p90 dropped and the CI kept", h)
 	}
 }
