@@ -268,7 +268,7 @@ func TestCompileFP8Sample(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := space.Problem{Family: Family, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: "fp8", OutDtype: pr.out, Causal: pr.causal}
+			p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: "fp8", OutDtype: pr.out, Causal: pr.causal}
 			s, err := SDPASpace(p, tg)
 			if err != nil {
 				t.Fatal(err)

@@ -237,8 +237,8 @@ func SharedBytes(c space.Config, d int) int {
 // SDPASpace declares the SDPA family's space for problem p on target t:
 // the knobs, the problem's fixed defines, and the named constraints.
 func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
-	if p.Family != "" && p.Family != Family {
-		return nil, fmt.Errorf("problem family %q is not %q", p.Family, Family)
+	if p.Family != "" && p.Family != sdpaName {
+		return nil, fmt.Errorf("problem family %q is not %q", p.Family, sdpaName)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sdpa space: %w", err)
@@ -257,7 +257,7 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 		return "0"
 	}
 	s := &space.Space{
-		Family: Family,
+		Family: sdpaName,
 		Knobs:  sdpaKnobs(),
 		Defines: []space.Define{
 			{Macro: "SDPA_HEAD_DIM", Value: strconv.Itoa(d)},

@@ -2,8 +2,27 @@ package kernels
 
 import "evotune/space"
 
-// Family is the name of the SDPA kernel family.
-const Family = "sdpa"
+// sdpaName is the SDPA family's name, its problems' space.Problem.Family.
+const sdpaName = "sdpa"
+
+// sdpaFamily declares the SDPA forward family (fp16, bf16 and fp8 inputs)
+// for the runner and the command line. cp.async and bf16 tensor cores need
+// sm_80 or newer.
+func sdpaFamily() Family {
+	return Family{
+		Name:      sdpaName,
+		Dtypes:    []string{"fp16", "bf16", "fp8"},
+		Archs:     []string{"sm_80", "sm_86", "sm_87", "sm_89", "sm_90"},
+		Source:    SDPASource,
+		Kernels:   []string{SDPAForwardKernel, SDPACombineKernel},
+		Space:     SDPASpace,
+		Plan:      SDPAPlan,
+		PlanC:     SDPAPlanC,
+		Tolerance: ToleranceFor,
+		CheckNVCC: CheckNVCCFor,
+		FLOPs:     SDPAFLOPs,
+	}
+}
 
 // sdpaKnobs declares the knobs of the SDPA forward family. Each renders to
 // the -D macro named here, which kernels/sdpa.cu guards with #ifndef.

@@ -64,7 +64,7 @@ func mustSpace(t testing.TB, d int, dtype string, causal bool, arch string) (*sp
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := space.Problem{Family: Family, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: d}}, Dtype: dtype, Causal: causal}
+	p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: d}}, Dtype: dtype, Causal: causal}
 	s, err := SDPASpace(p, tg)
 	if err != nil {
 		t.Fatal(err)
@@ -98,10 +98,10 @@ func TestSDPASpaceDefines(t *testing.T) {
 	}
 	tg, _ := TargetFor("sm_89")
 	bad := []space.Problem{
-		{Family: Family, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 96}}, Dtype: "fp16"},
-		{Family: Family, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp32"},
+		{Family: DefaultFamily, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 96}}, Dtype: "fp16"},
+		{Family: DefaultFamily, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp32"},
 		{Family: "gemm", Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp16"},
-		{Family: Family, Dtype: "fp16"},
+		{Family: DefaultFamily, Dtype: "fp16"},
 	}
 	for _, p := range bad {
 		if _, err := SDPASpace(p, tg); err == nil {
@@ -183,7 +183,7 @@ func TestConstraints(t *testing.T) {
 func TestMinBlocksThreads(t *testing.T) {
 	// No L4 or H100 config reaches the thread limit with 4 blocks, so use a
 	// smaller SM.
-	p := space.Problem{Family: Family, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp16"}
+	p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp16"}
 	s, err := SDPASpace(p, Target{Arch: "small", SMs: 1, SharedPerBlock: 49152, RegsPerSM: 65536, MaxThreadsPerSM: 1024})
 	if err != nil {
 		t.Fatal(err)

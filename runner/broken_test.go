@@ -111,7 +111,7 @@ func TestBrokenKernelsListed(t *testing.T) {
 // brokenPipeline is a pipeline over src for the mission shape on target.
 func brokenPipeline(t *testing.T, comp Compiler, dev Device, gpu space.Env, target kernels.Target, src kernels.Source, nvccVersion string, edit func(*PipelineOptions)) (*Pipeline, *space.Space) {
 	t.Helper()
-	prob := space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
+	prob := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
 	sp, err := kernels.SDPASpace(prob, target)
 	if err != nil {
 		t.Fatal(err)

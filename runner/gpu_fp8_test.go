@@ -79,7 +79,7 @@ func TestDeviceFP8(t *testing.T) {
 	g.SetLimit(runtime.NumCPU())
 	for _, v := range variants {
 		shape := devShape(t, v.shape)
-		prob := space.Problem{Family: kernels.Family, Shapes: []space.Shape{shape}, Dtype: "fp8", OutDtype: v.out, Causal: v.causal}
+		prob := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shape}, Dtype: "fp8", OutDtype: v.out, Causal: v.causal}
 		sp, err := kernels.SDPASpace(prob, e.target)
 		if err != nil {
 			t.Fatal(err)
@@ -174,7 +174,7 @@ func TestDeviceFP8(t *testing.T) {
 			row.Shape += " causal"
 		}
 		run := func(dtype string) (float64, kernels.Response, error) {
-			sp, err := kernels.SDPASpace(space.Problem{Family: kernels.Family, Shapes: []space.Shape{shape}, Dtype: dtype, Causal: bs.causal}, e.target)
+			sp, err := kernels.SDPASpace(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shape}, Dtype: dtype, Causal: bs.causal}, e.target)
 			if err != nil {
 				return 0, kernels.Response{}, err
 			}

@@ -152,7 +152,7 @@ func (e *devEnv) pool(t *testing.T) *CompilePool {
 
 func devSpace(t *testing.T, e *devEnv, shape space.Shape, dtype string, causal bool) *space.Space {
 	t.Helper()
-	sp, err := kernels.SDPASpace(space.Problem{Family: kernels.Family, Shapes: []space.Shape{shape}, Dtype: dtype, Causal: causal}, e.target)
+	sp, err := kernels.SDPASpace(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shape}, Dtype: dtype, Causal: causal}, e.target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1011,7 +1011,7 @@ func TestDevCoverSelect(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []int{64, 128} {
-		sp, err := kernels.SDPASpace(space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 1, S: 128, D: d}}, Dtype: "fp16"}, target)
+		sp, err := kernels.SDPASpace(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 1, S: 128, D: d}}, Dtype: "fp16"}, target)
 		if err != nil {
 			t.Fatal(err)
 		}

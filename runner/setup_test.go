@@ -72,7 +72,7 @@ func TestOpenCompileOnly(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(tmp, "cache", "cubins")); err != nil || !fi.IsDir() {
 		t.Errorf("cubin cache not created: %v", err)
 	}
-	p := space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
+	p := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
 	sp, err := rig.Space(p)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestDeviceOpen(t *testing.T) {
 	if len(rig.GPUs()) != 1 || rig.Env().GPU == "" || rig.Env().Arch != rig.Arch() || rig.Target().SMs <= 0 {
 		t.Errorf("rig: %d GPUs, env %+v, target %+v", len(rig.GPUs()), rig.Env(), rig.Target())
 	}
-	p := space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
+	p := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
 	sp, err := rig.Space(p)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func sdpaSpace(t *testing.T) *space.Space {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := kernels.SDPASpace(space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}, target)
+	sp, err := kernels.SDPASpace(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}, target)
 	if err != nil {
 		t.Fatal(err)
 	}

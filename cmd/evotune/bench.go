@@ -152,7 +152,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	}
 
 	// What is timed: the archive's best, or --config, for the problem it was tuned for.
-	tunedFor := space.Problem{Family: kernels.Family, Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
+	tunedFor := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
 	var best space.Config
 	bestKey := ""
 	if opts.Archive != "" {

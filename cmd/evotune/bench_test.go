@@ -324,7 +324,7 @@ func TestBuildRevision(t *testing.T) {
 func TestBenchFP8BesideFP16(t *testing.T) {
 	fp16Archive, out, script := benchFixture(t, fakePython)
 	gpu := &fakeBenchGPU{}
-	sp, err := gpu.Space(space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp8"})
+	sp, err := gpu.Space(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp8"})
 	if err != nil {
 		t.Fatal(err)
 	}

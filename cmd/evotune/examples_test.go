@@ -136,7 +136,7 @@ func TestExamplesBuildFP8(t *testing.T) {
 	if nvcc == "" {
 		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)
 	}
-	prob := space.Problem{Family: kernels.Family, Dtype: "fp8", Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}}
+	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "fp8", Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}}
 	tg, err := kernels.TargetFor("sm_89")
 	if err != nil {
 		t.Fatal(err)

@@ -146,7 +146,7 @@ func TestNVCCGetsOnlySpaceFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prob := space.Problem{Family: kernels.Family, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
+	prob := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp16"}
 	sp, err := kernels.SDPASpace(prob, target)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func (p problemFlags) problem(cmd string) (space.Problem, error) {
 	if err != nil {
 		return space.Problem{}, err
 	}
-	prob := space.Problem{Family: kernels.Family, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal}
+	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal}
 	// A repeated flag replaces the default rather than adding to it.
 	shapes := p.Shapes
 	if len(shapes) == 0 {

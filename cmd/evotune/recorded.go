@@ -80,7 +80,7 @@ func loadReplay(cmd, path string, prob space.Problem, problemSet bool, arch stri
 	if h.Problem != nil {
 		recorded := *h.Problem
 		if recorded.Family == "" {
-			recorded.Family = kernels.Family
+			recorded.Family = kernels.DefaultFamily
 		}
 		if problemSet && problemLine(recorded) != problemLine(prob) {
 			return recordedSpace{}, usagef(cmd, "--replay %s records %s; --shape, --dtype and --causal ask for %s",

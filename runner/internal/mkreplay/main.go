@@ -111,7 +111,7 @@ const arch = kernels.DefaultArch
 // problem is the recorded problem: one 1x8x512x64 shape of dtype.
 func problem(dtype string) space.Problem {
 	shape := space.Shape{B: 1, H: 8, S: 512, D: 64}
-	return space.Problem{Family: kernels.Family, Shapes: []space.Shape{shape}, Dtype: dtype}
+	return space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shape}, Dtype: dtype}
 }
 
 // write writes the replay file for opt to w, gzip-compressed.

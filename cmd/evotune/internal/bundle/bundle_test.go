@@ -15,7 +15,7 @@ import (
 // overall best a split-kv config, 2x8x512x64 tuned to a persistent one.
 func testBundle(t *testing.T, dtype string) *Bundle {
 	t.Helper()
-	prob := space.Problem{Family: kernels.Family, Dtype: dtype,
+	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: dtype,
 		Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}, {B: 2, H: 8, S: 512, D: 64}}}
 	arch := "sm_80"
 	if dtype == "fp8" {

@@ -1,0 +1,100 @@
+package kernels
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"evotune/space"
+)
+
+// A Family is one kernel family: everything the runner and the command line
+// ask of it, declared in one place. The runner and the command line take a
+// Family from FamilyOf(problem.Family) and never name a family themselves.
+//
+// It is a struct of values and functions rather than an interface: a family
+// is a declaration with no state of its own, so one literal (sdpaFamily)
+// lists all of it where a reader looks, and a test declares a fake family
+// from a few closures without defining a type.
+//
+// The GPU worker's protocol (Request, Plan) and its source (worker.cu) still
+// speak SDPA: a request carries a shape, a dtype and a causal mask, and the
+// worker fills in SDPA's kernel parameters and fp32 reference. A second
+// family needs the worker to learn its parameters and reference first.
+type Family struct {
+	// Name is what space.Problem.Family holds for the family's problems.
+	Name string
+	// Dtypes are the element types its problems may have.
+	Dtypes []string
+	// Archs are the nvcc architectures its kernels build for.
+	Archs []string
+	// Source returns its embedded source files; Source.Name is the file
+	// nvcc compiles.
+	Source func() Source
+	// Kernels are the entry points of its cubin in launch order; the
+	// first is the one whose ptxas figures a result reports.
+	Kernels []string
+	// Space declares its knob space for problem p on target t.
+	Space func(p space.Problem, t Target) (*space.Space, error)
+	// Plan gives the launches of config c on shape s on target t.
+	Plan func(c space.Config, s space.Shape, t Target) (Plan, error)
+	// PlanC renders Plan's rules as C, for the configs compiled at head
+	// dimension d, under prefix: the plan header export writes.
+	PlanC func(prefix string, configs []space.Config, d int) (string, error)
+	// Tolerance is the correctness gate for a dtype at input scale 1.
+	Tolerance func(dtype string) Tolerance
+	// CheckNVCC returns an error when an nvcc release is too old for dtype.
+	CheckNVCC func(dtype, release string) error
+	// FLOPs counts the floating-point operations of one call on shape s.
+	FLOPs func(s space.Shape, causal bool) float64
+}
+
+// DefaultFamily is the family the command line tunes, and the one a problem
+// that names no family belongs to (replay files recorded before problems
+// named their family).
+const DefaultFamily = sdpaName
+
+// families lists every family this build carries. A function rather than a
+// variable: the list is fixed, and no caller can change it for another.
+func families() []Family { return []Family{sdpaFamily()} }
+
+// FamilyNames returns the names of the families this build carries.
+func FamilyNames() []string {
+	var names []string
+	for _, f := range families() {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+// FamilyOf returns the family named name; "" is DefaultFamily.
+func FamilyOf(name string) (Family, error) {
+	if name == "" {
+		name = DefaultFamily
+	}
+	for _, f := range families() {
+		if f.Name == name {
+			return f, nil
+		}
+	}
+	return Family{}, fmt.Errorf("kernel family %q: this evotune carries %s", name, strings.Join(FamilyNames(), ", "))
+}
+
+// SpaceFor returns the family's space for problem p on target t, after
+// checking what every family checks alike: that p is the family's and its
+// dtype one the family has.
+func (f Family) SpaceFor(p space.Problem, t Target) (*space.Space, error) {
+	if p.Family != "" && p.Family != f.Name {
+		return nil, fmt.Errorf("problem family %q is not %q", p.Family, f.Name)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s space: %w", f.Name, err)
+	}
+	if !slices.Contains(f.Dtypes, p.Dtype) {
+		return nil, fmt.Errorf("%s space: dtype %q: the family has %s", f.Name, p.Dtype, strings.Join(f.Dtypes, ", "))
+	}
+	return f.Space(p, t)
+}
+
+// Entry is the kernel whose ptxas figures a result reports.
+func (f Family) Entry() string { return f.Kernels[0] }
