@@ -38,7 +38,7 @@ func (p *Pipeline) compileFor(ctx context.Context, c space.Config, shapes []spac
 	}
 	plans := map[space.Shape]kernels.Plan{}
 	for _, s := range shapes {
-		pl, err := p.o.Plan(c, s)
+		pl, err := p.o.Family.Plan(c, s, p.o.Target)
 		if err != nil {
 			return nil, fmt.Errorf("%s: launch plan for %s: %w", key, s, err)
 		}

@@ -87,7 +87,7 @@ func devSetup(t *testing.T) *devEnv {
 	// worker built for sm_80, whose PTX the driver compiles for any newer GPU.
 	arch := ""
 	if out, err := exec.Command("nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", "0").Output(); err == nil {
-		arch, _ = ArchForComputeCap(strings.TrimSpace(string(out)))
+		arch, _ = ArchForComputeCap(strings.TrimSpace(string(out)), defaultArchs(t))
 	}
 	if arch == "" {
 		arch = "sm_80"
@@ -109,7 +109,7 @@ func devSetup(t *testing.T) *devEnv {
 	if err != nil || info.Error != "" {
 		t.Fatalf("worker info: %v %s", err, info.Error)
 	}
-	gpuArch, err := ArchForComputeCap(info.ComputeCap)
+	gpuArch, err := ArchForComputeCap(info.ComputeCap, defaultArchs(t))
 	if err != nil {
 		t.Fatalf("worker info: %v", err)
 	}

@@ -94,22 +94,17 @@ func ParseNVCCVersion(out string) (string, error) {
 	return m[1], nil
 }
 
-// SupportedArchs returns the GPU architectures the SDPA family builds for:
-// cp.async and bf16 tensor cores need sm_80 or newer.
-func SupportedArchs() []string {
-	return []string{"sm_80", "sm_86", "sm_87", "sm_89", "sm_90"}
-}
-
 // ArchForComputeCap maps a compute capability ("8.9") to the architecture
-// nvcc targets ("sm_89"), refusing those the family does not support.
-func ArchForComputeCap(cc string) (string, error) {
+// nvcc targets ("sm_89"), refusing those not among archs, the kernel
+// family's (kernels.Family.Archs).
+func ArchForComputeCap(cc string, archs []string) (string, error) {
 	major, minor, ok := strings.Cut(strings.TrimSpace(cc), ".")
 	if !ok || major == "" || minor == "" || strings.Trim(major+minor, "0123456789") != "" {
 		return "", fmt.Errorf("compute capability %q: want MAJOR.MINOR, e.g. 8.9", cc)
 	}
 	arch := "sm_" + major + minor
-	if !slices.Contains(SupportedArchs(), arch) {
-		return "", fmt.Errorf("compute capability %s (%s) is not supported; supported: %s", cc, arch, strings.Join(SupportedArchs(), ", "))
+	if !slices.Contains(archs, arch) {
+		return "", fmt.Errorf("compute capability %s (%s) is not supported; supported: %s", cc, arch, strings.Join(archs, ", "))
 	}
 	return arch, nil
 }
@@ -117,9 +112,9 @@ func ArchForComputeCap(cc string) (string, error) {
 // ResolveArch picks the architecture to compile for: the GPU's when there
 // is one (computeCap non-empty; a --arch that disagrees is an error, since
 // its cubins would not load), else the --arch flag, which is then required.
-func ResolveArch(flagArch, computeCap string) (string, error) {
+func ResolveArch(flagArch, computeCap string, archs []string) (string, error) {
 	if computeCap != "" {
-		arch, err := ArchForComputeCap(computeCap)
+		arch, err := ArchForComputeCap(computeCap, archs)
 		if err != nil {
 			return "", err
 		}
@@ -129,10 +124,10 @@ func ResolveArch(flagArch, computeCap string) (string, error) {
 		return arch, nil
 	}
 	if flagArch == "" {
-		return "", fmt.Errorf("no GPU found: pass --arch (one of %s) to compile without one", strings.Join(SupportedArchs(), ", "))
+		return "", fmt.Errorf("no GPU found: pass --arch (one of %s) to compile without one", strings.Join(archs, ", "))
 	}
-	if !slices.Contains(SupportedArchs(), flagArch) {
-		return "", fmt.Errorf("--arch %s: not supported; supported: %s", flagArch, strings.Join(SupportedArchs(), ", "))
+	if !slices.Contains(archs, flagArch) {
+		return "", fmt.Errorf("--arch %s: not supported; supported: %s", flagArch, strings.Join(archs, ", "))
 	}
 	return flagArch, nil
 }

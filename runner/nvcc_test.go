@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"evotune/kernels"
 )
 
 const nvcc118Version = `nvcc: NVIDIA (R) Cuda compiler driver
@@ -110,7 +112,18 @@ func TestNVCCVersionReal(t *testing.T) {
 	}
 }
 
+// defaultArchs are the architectures of the family the command line tunes.
+func defaultArchs(t testing.TB) []string {
+	t.Helper()
+	f, err := kernels.FamilyOf(kernels.DefaultFamily)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Archs
+}
+
 func TestArchForComputeCap(t *testing.T) {
+	archs := defaultArchs(t)
 	tests := []struct {
 		cc, want string
 		ok       bool
@@ -124,7 +137,7 @@ func TestArchForComputeCap(t *testing.T) {
 		{"", "", false},
 	}
 	for _, tt := range tests {
-		got, err := ArchForComputeCap(tt.cc)
+		got, err := ArchForComputeCap(tt.cc, archs)
 		if got != tt.want || (err == nil) != tt.ok {
 			t.Errorf("ArchForComputeCap(%q) = %q, %v", tt.cc, got, err)
 		}
@@ -132,6 +145,7 @@ func TestArchForComputeCap(t *testing.T) {
 }
 
 func TestResolveArch(t *testing.T) {
+	archs := defaultArchs(t)
 	tests := []struct {
 		flag, cc, want string
 		errHas         string
@@ -144,7 +158,7 @@ func TestResolveArch(t *testing.T) {
 		{"sm_70", "", "", "not supported"},
 	}
 	for _, tt := range tests {
-		got, err := ResolveArch(tt.flag, tt.cc)
+		got, err := ResolveArch(tt.flag, tt.cc, archs)
 		if got != tt.want {
 			t.Errorf("ResolveArch(%q, %q) = %q, want %q", tt.flag, tt.cc, got, tt.want)
 		}

@@ -149,18 +149,13 @@ type PipelineOptions struct {
 	// Env holds what every result records whichever GPU measured it:
 	// Arch, NVCC (release) and SourceHash.
 	Env space.Env
-	// Kernel is the entry function whose ptxas figures a result reports;
-	// "" means kernels.SDPAForwardKernel.
-	Kernel string
-	// Plan gives the launches of a config on a shape; nil means
-	// kernels.SDPAPlan on Target.
-	Plan func(space.Config, space.Shape) (kernels.Plan, error)
+	// Family plans the launches, names the entry function whose ptxas
+	// figures a result reports, and sets the correctness gate; the zero
+	// value means kernels.FamilyOf(Problem.Family).
+	Family kernels.Family
 	// Cases are the correctness cases; nil means CheckCases(Problem).
-	Cases []CheckCase
-	// Tolerance is the correctness gate at input scale 1; the zero value
-	// means kernels.ToleranceFor(Problem.Dtype).
-	Tolerance kernels.Tolerance
-	Timing    TimingOptions
+	Cases  []CheckCase
+	Timing TimingOptions
 	// Telemetry, when not nil, is read around and during each timing.
 	Telemetry TelemetrySource
 	// TelemetryEvery is the telemetry period during a timing; ≤ 0 means
@@ -181,8 +176,9 @@ type PipelineOptions struct {
 // at a time, so a timing never shares its GPU. It is safe for concurrent
 // use and implements evo.Evaluator.
 type Pipeline struct {
-	o    PipelineOptions
-	free chan int // indexes of idle GPUs
+	o         PipelineOptions
+	tolerance kernels.Tolerance // the family's gate for the problem's dtype at input scale 1
+	free      chan int          // indexes of idle GPUs
 }
 
 // NewPipeline checks opts and fills its defaults.
@@ -203,18 +199,15 @@ func NewPipeline(o PipelineOptions) (*Pipeline, error) {
 			return nil, fmt.Errorf("pipeline: GPU %d has no device", i)
 		}
 	}
-	if o.Kernel == "" {
-		o.Kernel = kernels.SDPAForwardKernel
-	}
-	if o.Plan == nil {
-		t := o.Target
-		o.Plan = func(c space.Config, s space.Shape) (kernels.Plan, error) { return kernels.SDPAPlan(c, s, t) }
+	if o.Family.Name == "" {
+		f, err := kernels.FamilyOf(o.Problem.Family)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		o.Family = f
 	}
 	if o.Cases == nil {
 		o.Cases = CheckCases(o.Problem)
-	}
-	if o.Tolerance == (kernels.Tolerance{}) {
-		o.Tolerance = kernels.ToleranceFor(o.Problem.Dtype)
 	}
 	if o.Timing == (TimingOptions{}) {
 		o.Timing = DefaultTimingOptions()
@@ -225,7 +218,7 @@ func NewPipeline(o PipelineOptions) (*Pipeline, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &Pipeline{o: o, free: make(chan int, len(o.GPUs))}
+	p := &Pipeline{o: o, tolerance: o.Family.Tolerance(o.Problem.Dtype), free: make(chan int, len(o.GPUs))}
 	for i := range o.GPUs {
 		p.free <- i
 	}
@@ -268,7 +261,7 @@ func (p *Pipeline) Evaluate(ctx context.Context, c space.Config) (r space.Result
 	r.Flags = flags
 	plans := map[space.Shape]kernels.Plan{}
 	for _, s := range p.shapes() {
-		pl, err := p.o.Plan(c, s)
+		pl, err := p.o.Family.Plan(c, s, p.o.Target)
 		if err != nil {
 			return stop(space.GateConstraint, space.StatusConstraint, fmt.Sprintf("launch plan for %s: %v", s, err))
 		}
@@ -348,9 +341,9 @@ func (p *Pipeline) ptxasGate(r *space.Result, cub *Cubin, plans map[space.Shape]
 	if err != nil {
 		return err.Error()
 	}
-	k, ok := rep.Kernel(p.o.Kernel)
+	k, ok := rep.Kernel(p.o.Family.Entry())
 	if !ok {
-		return fmt.Sprintf("ptxas reports no entry function %s", p.o.Kernel)
+		return fmt.Sprintf("ptxas reports no entry function %s", p.o.Family.Entry())
 	}
 	r.Ptxas = &k.Ptxas
 	if reason := p.o.Gate.Check(rep.Worst()); reason != "" {
@@ -401,7 +394,7 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 	acc := &space.Accuracy{}
 	r.Accuracy = acc
 	for _, cs := range p.o.Cases {
-		tol := scaledTolerance(p.o.Tolerance, cs.InputScale)
+		tol := scaledTolerance(p.tolerance, cs.InputScale)
 		req := kernels.Request{
 			Op: kernels.OpCheck, Cubin: cubin, Plan: plans[cs.Shape], Shape: cs.Shape,
 			Dtype: p.o.Problem.Dtype, OutDtype: p.o.Problem.OutDtype, Causal: p.o.Problem.Causal,
@@ -716,7 +709,7 @@ func ProbeTarget(ctx context.Context, dev Device, arch string, timeout time.Dura
 	if resp.Error != "" {
 		return kernels.Target{}, resp, fmt.Errorf("GPU worker info: %s", resp.Error)
 	}
-	if got, err := ArchForComputeCap(resp.ComputeCap); err != nil || got != arch {
+	if _, err := ArchForComputeCap(resp.ComputeCap, []string{arch}); err != nil {
 		return kernels.Target{}, resp, fmt.Errorf("GPU %s has compute capability %q, not %s", resp.Device, resp.ComputeCap, arch)
 	}
 	if resp.SMs > 0 {

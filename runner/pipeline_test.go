@@ -48,10 +48,37 @@ func testSpace() *space.Space {
 
 func cfg(mode string) space.Config { return space.Config{"block": "64", "mode": mode} }
 
-// ptxasText renders a ptxas -v report for sdpa_fwd.
+// testFamily is a kernel family of testSpace's knobs, unknown to
+// kernels.FamilyOf: the pipeline must take its entry kernel, its plan and
+// its gate from it. One CTA per head of 128 threads; mode=regs asks for 512
+// and mode=smem for 70000 bytes of shared memory. The gate is SDPA's.
+func testFamily() kernels.Family {
+	return kernels.Family{
+		Name:    "test",
+		Dtypes:  []string{"fp16", "fp8"},
+		Archs:   []string{"sm_89"},
+		Kernels: []string{"test_fwd"},
+		Space: func(space.Problem, kernels.Target) (*space.Space, error) {
+			return testSpace(), nil
+		},
+		Plan: func(c space.Config, s space.Shape, _ kernels.Target) (kernels.Plan, error) {
+			l := kernels.Launch{Kernel: "test_fwd", Grid: [3]int{s.B * s.H, 1, 1}, Block: [3]int{128, 1, 1}}
+			switch c["mode"] {
+			case "regs":
+				l.Block[0] = 512
+			case "smem":
+				l.SharedBytes = 70000
+			}
+			return kernels.Plan{Launches: []kernels.Launch{l}}, nil
+		},
+		Tolerance: kernels.ToleranceFor,
+	}
+}
+
+// ptxasText renders a ptxas -v report for test_fwd.
 func ptxasText(regs, spills, smem int) string {
-	s := "ptxas info    : Compiling entry function 'sdpa_fwd' for 'sm_89'\n" +
-		"ptxas info    : Function properties for sdpa_fwd\n" +
+	s := "ptxas info    : Compiling entry function 'test_fwd' for 'sm_89'\n" +
+		"ptxas info    : Function properties for test_fwd\n" +
 		fmt.Sprintf("    0 bytes stack frame, %d bytes spill stores, %d bytes spill loads\n", spills, spills) +
 		fmt.Sprintf("ptxas info    : Used %d registers", regs)
 	if smem > 0 {
@@ -101,7 +128,7 @@ func (f *fakeCompiler) Compile(ctx context.Context, flags []string) (*Cubin, err
 	case "smem":
 		text = ptxasText(96, 0, 40000) // + 70000 dynamic > 101376
 	case "nokernel":
-		text = strings.ReplaceAll(text, "sdpa_fwd", "other_kernel")
+		text = strings.ReplaceAll(text, "test_fwd", "other_kernel")
 	}
 	return &Cubin{Path: "/fake/" + mode + ".cubin", Ptxas: text}, nil
 }
@@ -239,16 +266,7 @@ func newTestPipeline(t *testing.T, comp Compiler, devs []*fakeDevice, edit func(
 		Compiler: comp,
 		Gate:     DefaultGateLimits(101376),
 		Env:      space.Env{Arch: "sm_89", NVCC: "11.8.89", SourceHash: "abc"},
-		Plan: func(c space.Config, s space.Shape) (kernels.Plan, error) {
-			l := kernels.Launch{Kernel: "sdpa_fwd", Grid: [3]int{s.B * s.H, 1, 1}, Block: [3]int{128, 1, 1}}
-			switch c["mode"] {
-			case "regs":
-				l.Block[0] = 512
-			case "smem":
-				l.SharedBytes = 70000
-			}
-			return kernels.Plan{Launches: []kernels.Launch{l}}, nil
-		},
+		Family:   testFamily(),
 	}
 	for i, d := range devs {
 		o.GPUs = append(o.GPUs, GPU{Device: d, NVMLIndex: i, Env: space.Env{GPU: "NVIDIA L4", GPUUUID: fmt.Sprintf("GPU-%d", i), ComputeCap: "8.9", Driver: "550.54"}})
@@ -261,6 +279,17 @@ func newTestPipeline(t *testing.T, comp Compiler, devs []*fakeDevice, edit func(
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestPipelineUnknownFamily: a problem of a family this build does not
+// carry, with none given, is refused by name.
+func TestPipelineUnknownFamily(t *testing.T) {
+	o := PipelineOptions{Space: testSpace(), Problem: testProblem(), Compiler: &fakeCompiler{},
+		GPUs: []GPU{{Device: &fakeDevice{}, NVMLIndex: -1}}}
+	_, err := NewPipeline(o)
+	if err == nil || !strings.Contains(err.Error(), `"test"`) || !strings.Contains(err.Error(), kernels.DefaultFamily) {
+		t.Errorf("NewPipeline for family %q = %v; want an error naming it and %s", o.Problem.Family, err, kernels.DefaultFamily)
+	}
 }
 
 func TestPipelineGates(t *testing.T) {
@@ -280,7 +309,7 @@ func TestPipelineGates(t *testing.T) {
 		{"spill", nil, space.GatePtxas, space.StatusPtxasReject, "spill stores 48 B > 0 B", 1, 0},
 		{"regs", nil, space.GatePtxas, space.StatusPtxasReject, "168 registers × 512 threads need 86016 registers, more than the 65536", 1, 0},
 		{"smem", nil, space.GatePtxas, space.StatusPtxasReject, "shared memory 40000 B static + 70000 B dynamic > 101376 B", 1, 0},
-		{"nokernel", nil, space.GatePtxas, space.StatusPtxasReject, "no entry function sdpa_fwd", 1, 0},
+		{"nokernel", nil, space.GatePtxas, space.StatusPtxasReject, "no entry function test_fwd", 1, 0},
 		{"wrong", nil, space.GateCorrectness, space.StatusIncorrect, "2x8x500x64 seed 2 softmax scale 0.0625: max_abs_err 0.031 > 0.002", 1, -1},
 		{"nan", nil, space.GateCorrectness, space.StatusIncorrect, "2x8x1x64 seed 1: 12 NaN outputs", 1, 1},
 		{"norepeat", nil, space.GateCorrectness, space.StatusIncorrect, "not repeatable", 1, 1},

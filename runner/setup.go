@@ -24,7 +24,10 @@ type Setup struct {
 	Cache    string // compile cache directory; "" means evotune's in the user cache
 	GPUs     []int  // NVML indices of the GPUs to run on; empty means GPU 0
 	Jobs     int    // parallel nvcc runs; 0 means one per CPU
-	// Source is compiled in place of the embedded kernel source when set.
+	// Family is the kernel family the rig compiles and spaces; the zero
+	// value means kernels.DefaultFamily.
+	Family kernels.Family
+	// Source is compiled in place of the family's embedded source when set.
 	Source *kernels.Source
 	// CompileOnly opens the compile path alone: no worker, and no GPU at all
 	// when Arch is set.
@@ -65,6 +68,7 @@ type Rig struct {
 	nvml    *NVML
 	nvcc    NVCC
 	arch    string
+	family  kernels.Family
 	target  kernels.Target
 	source  kernels.Source
 	pool    *CompilePool
@@ -78,7 +82,13 @@ type Rig struct {
 // is compile-only with an architecture. Errors caused by one field of s are
 // *SetupError.
 func Open(ctx context.Context, s Setup) (_ *Rig, err error) {
-	r := &Rig{source: kernels.SDPASource()}
+	r := &Rig{family: s.Family}
+	if r.family.Name == "" {
+		if r.family, err = kernels.FamilyOf(kernels.DefaultFamily); err != nil {
+			return nil, err
+		}
+	}
+	r.source = r.family.Source()
 	if s.Source != nil {
 		r.source = *s.Source
 	}
@@ -112,7 +122,7 @@ func Open(ctx context.Context, s Setup) (_ *Rig, err error) {
 				return nil, fieldErr(FieldGPUs, fmt.Errorf("no GPU %d (this machine has %d)", i, len(devs)))
 			}
 		}
-		if r.arch, err = ResolveArch(s.Arch, devs[indices[0]].ComputeCap); err != nil {
+		if r.arch, err = ResolveArch(s.Arch, devs[indices[0]].ComputeCap, r.family.Archs); err != nil {
 			return nil, fieldErr(FieldArch, err)
 		}
 		if r.target, err = kernels.TargetFor(r.arch); err != nil {
@@ -207,9 +217,10 @@ func (r *Rig) Env() space.Env {
 	return env
 }
 
-// Space returns the kernel family's space for problem p on the rig's GPUs.
+// Space returns the rig's kernel family's space for problem p on the rig's
+// GPUs; a problem of another family is an error.
 func (r *Rig) Space(p space.Problem) (*space.Space, error) {
-	return kernels.SDPASpace(p, r.target)
+	return r.family.SpaceFor(p, r.target)
 }
 
 // Pipeline returns the GPU evaluator for problem p over space sp.
@@ -218,7 +229,7 @@ func (r *Rig) Pipeline(p space.Problem, sp *space.Space) (*Pipeline, error) {
 		return nil, errors.New("a compile-only setup has no GPU to evaluate on")
 	}
 	return NewPipeline(PipelineOptions{
-		Space: sp, Problem: p, Target: r.target, Compiler: r.pool, GPUs: r.gpus,
+		Space: sp, Problem: p, Family: r.family, Target: r.target, Compiler: r.pool, GPUs: r.gpus,
 		Gate: DefaultGateLimits(r.target.SharedPerBlock), Env: r.Env(), Telemetry: r.nvml,
 	})
 }

@@ -137,3 +137,42 @@ func TestDeviceOpen(t *testing.T) {
 		t.Errorf("compile-only rig: arch %s (the GPU's is %s), %d GPUs", co.Arch(), rig.Arch(), len(co.GPUs()))
 	}
 }
+
+// TestOpenFamily opens a compile-only rig for a family kernels.FamilyOf
+// does not know: the rig compiles that family's source and serves its
+// space, and refuses another family's problem.
+func TestOpenFamily(t *testing.T) {
+	tmp := t.TempDir()
+	nvcc := fakeNVCC(t, filepath.Join(tmp, "bin"), "12.4.131")
+	toySpace := &space.Space{Family: "toy", Knobs: []space.Knob{
+		{Name: "tile", Macro: "TOY_TILE", Values: []string{"16", "32"}, Default: "16"}}}
+	toy := kernels.Family{
+		Name:    "toy",
+		Dtypes:  []string{"fp16"},
+		Archs:   []string{"sm_89"},
+		Kernels: []string{"toy_fwd"},
+		Source: func() kernels.Source {
+			return kernels.Source{Name: "toy.cu", Files: map[string][]byte{"toy.cu": []byte("// toy\n")}, Hash: "70y"}
+		},
+		Space: func(space.Problem, kernels.Target) (*space.Space, error) { return toySpace, nil },
+	}
+	rig, err := Open(context.Background(), Setup{Family: toy, CompileOnly: true, Arch: "sm_89", NVCC: nvcc, Cache: filepath.Join(tmp, "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rig.Close()
+	if h := rig.Env().SourceHash; h != "70y" {
+		t.Errorf("rig source hash %q, want the toy family's 70y", h)
+	}
+	shapes := []space.Shape{{B: 1, H: 1, S: 64, D: 64}}
+	sp, err := rig.Space(space.Problem{Family: "toy", Shapes: shapes, Dtype: "fp16"})
+	if err != nil || sp != toySpace {
+		t.Errorf("Space of a toy problem = %v, %v; want the toy family's", sp, err)
+	}
+	if _, err := rig.Space(space.Problem{Family: kernels.DefaultFamily, Shapes: shapes, Dtype: "fp16"}); err == nil {
+		t.Errorf("Space of a %s problem on the toy rig succeeded", kernels.DefaultFamily)
+	}
+	if _, err := rig.Space(space.Problem{Family: "toy", Shapes: shapes, Dtype: "bf16"}); err == nil || !strings.Contains(err.Error(), "bf16") {
+		t.Errorf("Space of a bf16 toy problem = %v; want an error naming bf16", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"evotune/kernels"
 	"evotune/runner"
 )
 
@@ -32,9 +33,14 @@ func runDevices(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("devices: %w", err)
 	}
+	// "unsupported" is said of the family the command line tunes.
+	family, err := kernels.FamilyOf(kernels.DefaultFamily)
+	if err != nil {
+		return fmt.Errorf("devices: %w", err)
+	}
 	var rows [][]string
 	for _, d := range devs {
-		arch, err := runner.ArchForComputeCap(d.ComputeCap)
+		arch, err := runner.ArchForComputeCap(d.ComputeCap, family.Archs)
 		if err != nil {
 			arch = "unsupported"
 		}

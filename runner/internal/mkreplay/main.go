@@ -121,7 +121,11 @@ func write(w io.Writer, opt options) error {
 		return err
 	}
 	p := problem(opt.dtype)
-	s, err := kernels.SDPASpace(p, target)
+	family, err := kernels.FamilyOf(p.Family)
+	if err != nil {
+		return err
+	}
+	s, err := family.SpaceFor(p, target)
 	if err != nil {
 		return err
 	}
@@ -153,7 +157,7 @@ func write(w io.Writer, opt options) error {
 	if err := enc.Encode(map[string]any{"replay_header": header}); err != nil {
 		return err
 	}
-	m := model{target: target, s: s, env: env, problem: p}
+	m := model{family: family, target: target, s: s, env: env, problem: p}
 	clock := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	for _, c := range configs {
 		r, err := m.result(c, opt.seed, clock)
@@ -173,6 +177,7 @@ func write(w io.Writer, opt options) error {
 
 // model turns a config into a plausible result.
 type model struct {
+	family  kernels.Family
 	target  kernels.Target
 	s       *space.Space
 	env     space.Env
@@ -210,7 +215,7 @@ type geometry struct {
 
 func (m model) geometry(c space.Config) (geometry, error) {
 	shape := m.problem.Shapes[0]
-	plan, err := kernels.SDPAPlan(c, shape, m.target)
+	plan, err := m.family.Plan(c, shape, m.target)
 	if err != nil {
 		return geometry{}, err
 	}
@@ -306,7 +311,7 @@ func (m model) result(c space.Config, seed uint64, started time.Time) (space.Res
 		r.Cost.CheckSec = 10
 		return finish(r), nil
 	}
-	tol := kernels.ToleranceFor(m.problem.Dtype)
+	tol := m.family.Tolerance(m.problem.Dtype)
 	if g.fp8 {
 		// E4M3's rounding of P, and of the inputs end to end
 		// (kernels/NOTES.md, "fp8").
