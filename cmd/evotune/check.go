@@ -76,9 +76,14 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	if err := checkToolchain(ctx, "check", opts.gpu.NVCC, prob); err != nil {
 		return err
 	}
-	src := kernels.SDPASource()
+	family, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	opts.gpu.Family = family
+	src := family.Source()
 	if opts.KernelSource != "" {
-		if src, err = readKernelSource("check", opts.KernelSource); err != nil {
+		if src, err = readKernelSource("check", opts.KernelSource, src); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"evotune/cmd/evotune/internal/bundle"
 	"evotune/elites"
@@ -24,17 +26,22 @@ func exportBundle(a *elites.Archive, exp *export, kernelSource string) (files []
 	if exp.Provenance.Replay != "" {
 		return nil, fmt.Sprintf("no launcher: the archive's results were replayed from %s, not measured from a kernel source; wrote the header and JSON only", exp.Provenance.Replay), nil
 	}
+	family, err := kernels.FamilyOf(exp.Meta.Problem.Family)
+	if err != nil {
+		return nil, "", fmt.Errorf("export: %w", err)
+	}
+	embedded := family.Source()
 	var given *kernels.Source
 	if kernelSource != "" {
-		src, err := bundle.ReadSource(kernelSource)
+		src, err := bundle.ReadSource(kernelSource, embedded)
 		if err != nil {
 			return nil, "", usagef("export", "--kernel-source: %v", err)
 		}
 		given = &src
 	}
-	src, err := bundle.Resolve(cmpOr(exp.Meta.SourceHash, exp.Provenance.SourceHash), given)
+	src, err := bundle.Resolve(cmpOr(exp.Meta.SourceHash, exp.Provenance.SourceHash), given, embedded)
 	if err != nil {
-		return nil, "", fmt.Errorf("export: %v; give --kernel-source with the source it measured (its .cu file, or a folder with sdpa.cu and sdpa_params.h, such as kernels/ of the commit that measured it)", err)
+		return nil, "", fmt.Errorf("export: %v; give --kernel-source with the source it measured (its .cu file, or a folder with %s, such as kernels/ of the commit that measured it)", err, strings.Join(slices.Sorted(maps.Keys(embedded.Files)), " and "))
 	}
 	// The flags each result records are what the search compiled.
 	best := bundle.Config{Key: exp.Key, Config: exp.Config, Flags: recordedFlags(exp.Result.Flags, exp.Flags)}

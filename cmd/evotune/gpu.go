@@ -20,11 +20,14 @@ import (
 // gpuSetup is what compiling and running candidates on this machine needs:
 // the flags shared by tune, check and bench.
 type gpuSetup struct {
-	Arch  string
-	NVCC  string
-	Cache string
-	GPUs  []int
-	Jobs  int
+	// Family is the kernel family compiled; the zero value means
+	// kernels.DefaultFamily.
+	Family kernels.Family
+	Arch   string
+	NVCC   string
+	Cache  string
+	GPUs   []int
+	Jobs   int
 	// Source is compiled in place of the embedded kernel source when set
 	// (--kernel-source).
 	Source *kernels.Source
@@ -46,7 +49,7 @@ func (s *gpuSetup) register(fs *pflag.FlagSet, archExample string) {
 func (s gpuSetup) open(ctx context.Context, cmd string, compileOnly bool, stderr io.Writer) (*runner.Rig, error) {
 	rig, err := runner.Open(ctx, runner.Setup{
 		Arch: s.Arch, NVCC: s.NVCC, CUDAHome: os.Getenv("CUDA_HOME"), Cache: s.Cache, GPUs: s.GPUs, Jobs: s.Jobs,
-		Source: s.Source, CompileOnly: compileOnly, Stderr: stderr,
+		Family: s.Family, Source: s.Source, CompileOnly: compileOnly, Stderr: stderr,
 	})
 	if err == nil {
 		return rig, nil
@@ -71,7 +74,11 @@ func (s gpuSetup) open(ctx context.Context, cmd string, compileOnly bool, stderr
 // gpuBackend compiles and times candidates on this machine's GPUs.
 // src, when not nil, is compiled in place of the embedded kernel source.
 func gpuBackend(ctx context.Context, opts tuneOptions, prob space.Problem, src *kernels.Source, stderr io.Writer) (backend, error) {
-	setup := gpuSetup{Arch: opts.Arch, NVCC: opts.NVCC, Cache: opts.Cache, GPUs: opts.GPUs, Jobs: opts.Jobs, Source: src}
+	family, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		return backend{}, fmt.Errorf("tune: %w", err)
+	}
+	setup := gpuSetup{Family: family, Arch: opts.Arch, NVCC: opts.NVCC, Cache: opts.Cache, GPUs: opts.GPUs, Jobs: opts.Jobs, Source: src}
 	rig, err := setup.open(ctx, "tune", false, stderr)
 	if err != nil {
 		return backend{}, fmt.Errorf("%w (to search without a GPU, use --replay FILE)", err)

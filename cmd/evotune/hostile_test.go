@@ -447,14 +447,14 @@ func TestReadKernelSource(t *testing.T) {
 	if err := os.WriteFile(other, append(slices.Clone(embedded.Files["sdpa.cu"]), '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := readKernelSource("check", same)
+	s, err := readKernelSource("check", same, kernels.SDPASource())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Hash != embedded.Hash || s.Name != embedded.Name || !bytes.Equal(s.Files["sdpa_params.h"], embedded.Files["sdpa_params.h"]) {
 		t.Errorf("the embedded sdpa.cu read from a file hashes to %s, the embedded source to %s", s.Hash, embedded.Hash)
 	}
-	o, err := readKernelSource("check", other)
+	o, err := readKernelSource("check", other, kernels.SDPASource())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestReadKernelSource(t *testing.T) {
 	empty := filepath.Join(dir, "empty.cu")
 	os.WriteFile(empty, nil, 0o644)
 	var usage *usageError
-	if _, err := readKernelSource("check", empty); !errors.As(err, &usage) || !strings.Contains(err.Error(), "empty") {
+	if _, err := readKernelSource("check", empty, kernels.SDPASource()); !errors.As(err, &usage) || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("an empty file: %v, want a usage error saying it is empty", err)
 	}
 }

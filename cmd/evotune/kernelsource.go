@@ -12,12 +12,13 @@ import (
 const maxKernelSourceBytes = 16 << 20
 
 // readKernelSource reads the --kernel-source file of subcommand cmd into a
-// kernel source that compiles in place of the embedded sdpa.cu: same entry
-// points (sdpa_fwd, sdpa_combine) taking SdpaParams, with the embedded
-// sdpa_params.h beside it. The hash covers both files, so results of this
-// source never mix with the embedded one's in an archive or the compile
-// cache. A path that cannot be read is a usage error.
-func readKernelSource(cmd, path string) (kernels.Source, error) {
+// kernel source that compiles in place of the file nvcc compiles of
+// embedded, the family's embedded source (for SDPA: sdpa.cu, with the same
+// entry points taking SdpaParams, and the embedded sdpa_params.h beside
+// it). The hash covers every file, so results of this source never mix
+// with the embedded one's in an archive or the compile cache. A path that
+// cannot be read is a usage error.
+func readKernelSource(cmd, path string, embedded kernels.Source) (kernels.Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return kernels.Source{}, usagef(cmd, "--kernel-source: %v", err)
@@ -35,6 +36,5 @@ func readKernelSource(cmd, path string) (kernels.Source, error) {
 	if len(b) == 0 {
 		return kernels.Source{}, usagef(cmd, "--kernel-source %s: the file is empty", path)
 	}
-	embedded := kernels.SDPASource()
 	return embedded.With(embedded.Name, b), nil
 }

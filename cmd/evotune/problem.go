@@ -87,7 +87,11 @@ func checkToolchain(ctx context.Context, cmd, nvccFlag string, prob space.Proble
 	if err != nil {
 		return fmt.Errorf("%s --nvcc: %w", cmd, err)
 	}
-	if err := kernels.CheckNVCCFor(prob.Dtype, nvcc.Version); err != nil {
+	family, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	if err := family.CheckNVCC(prob.Dtype, nvcc.Version); err != nil {
 		return fmt.Errorf("%s: %w (%s; pass --nvcc or set CUDA_HOME)", cmd, err, nvcc.Path)
 	}
 	return nil

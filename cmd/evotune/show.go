@@ -227,7 +227,11 @@ func familyDefault(p space.Problem, arch string) (space.Config, []space.Knob) {
 	if err != nil {
 		return nil, nil
 	}
-	s, err := kernels.SDPASpace(p, t)
+	family, err := kernels.FamilyOf(p.Family)
+	if err != nil {
+		return nil, nil
+	}
+	s, err := family.SpaceFor(p, t)
 	if err != nil {
 		return nil, nil
 	}

@@ -86,7 +86,7 @@ func runSpace(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// familySpace returns the kernel family's space for prob on arch, with the
+// familySpace returns prob's kernel family's space for prob on arch, with the
 // architecture's default limits. A bad architecture is a usage error of cmd
 // naming --arch.
 func familySpace(cmd string, prob space.Problem, arch string) (*space.Space, error) {
@@ -97,7 +97,11 @@ func familySpace(cmd string, prob space.Problem, arch string) (*space.Space, err
 	if prob.Dtype == "fp8" && !kernels.FP8Arch(arch) {
 		return nil, usagef(cmd, "--dtype fp8 needs E4M3 tensor cores: sm_89 or sm_90, not %s", arch)
 	}
-	sp, err := kernels.SDPASpace(prob, t)
+	family, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		return nil, usagef(cmd, "--shape: %v", err)
+	}
+	sp, err := family.SpaceFor(prob, t)
 	if err != nil {
 		return nil, usagef(cmd, "--shape: %v", err)
 	}

@@ -126,8 +126,12 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if opts.Replay != "" || opts.KTCache != "" {
 		b, err = replayBackend(c, opts, prob, problemSet)
 	} else if opts.KernelSource != "" {
+		var family kernels.Family
 		var src kernels.Source
-		if src, err = readKernelSource("tune", opts.KernelSource); err == nil {
+		if family, err = kernels.FamilyOf(prob.Family); err == nil {
+			src, err = readKernelSource("tune", opts.KernelSource, family.Source())
+		}
+		if err == nil {
 			b, err = gpuBackend(ctx, opts, prob, &src, c.stderr)
 		}
 	} else {

@@ -62,6 +62,11 @@ func TestNewDeduplicates(t *testing.T) {
 	if _, err := New("not-c", b.Problem, b.Source, "", b.Configs[0], nil); err == nil {
 		t.Error("New accepted a name that is not a C identifier")
 	}
+	other := b.Problem
+	other.Family = "nope"
+	if _, err := New("tuned", other, b.Source, "", b.Configs[0], nil); err == nil || !strings.Contains(err.Error(), kernels.DefaultFamily) {
+		t.Errorf("New for family nope = %v; want an error naming the families there are", err)
+	}
 }
 
 func TestFiles(t *testing.T) {

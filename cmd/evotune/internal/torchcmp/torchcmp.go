@@ -165,7 +165,9 @@ func Measure(ctx context.Context, gpu GPU, prob space.Problem, cfg space.Config)
 	}
 	t := r.Timings[0]
 	m.GraphUS, m.GraphCILowUS, m.GraphCIHigh, m.Throttled = t.P50US, t.CILowUS, t.CIHighUS, t.Throttled
-	m.TFLOPs = kernels.SDPAFLOPs(prob.Shapes[0], prob.Causal) / t.P50US / 1e6
+	if family, err := kernels.FamilyOf(prob.Family); err == nil {
+		m.TFLOPs = family.FLOPs(prob.Shapes[0], prob.Causal) / t.P50US / 1e6
+	}
 	e, err := gpu.Eager(ctx, prob, cfg)
 	if err != nil {
 		m.EagerError = err.Error()
