@@ -124,7 +124,7 @@ func (cc *compiler) compile(arch, srcSub string, flags []string) *compiled {
 		cc.slots <- struct{}{}
 		defer func() { <-cc.slots }()
 		out := filepath.Join(cc.dir, fmt.Sprintf("k%d.cubin", n))
-		cmd := exec.Command(cc.nvcc, NVCCArgs(arch, flags, filepath.Join(cc.dir, srcSub), out)...)
+		cmd := exec.Command(cc.nvcc, NVCCArgs(arch, flags, filepath.Join(cc.dir, srcSub), SDPASource().Name, out)...)
 		log, err := cmd.CombinedOutput()
 		c.ptxas = string(log)
 		if err != nil {

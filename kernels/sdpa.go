@@ -506,13 +506,14 @@ func hashFiles(files map[string][]byte) string {
 }
 
 // NVCCArgs returns the one nvcc argument list (without the program name)
-// that compiles a candidate: the SDPA source in srcDir, the rendered -D
-// flags, to outCubin. No -G and no -lineinfo: line info embeds the source
-// path, and the same config must give the same cubin from any directory.
-func NVCCArgs(arch string, flags []string, srcDir, outCubin string) []string {
+// that compiles a candidate: the file srcName (a family's Source.Name) of
+// the source in srcDir, the rendered -D flags, to outCubin. No -G and no
+// -lineinfo: line info embeds the source path, and the same config must
+// give the same cubin from any directory.
+func NVCCArgs(arch string, flags []string, srcDir, srcName, outCubin string) []string {
 	args := []string{"-cubin", "-arch=" + arch, "-O3", "-std=c++17", "-Xptxas", "-v", "-I" + srcDir}
 	args = append(args, flags...)
-	return append(args, "-o", outCubin, filepath.Join(srcDir, "sdpa.cu"))
+	return append(args, "-o", outCubin, filepath.Join(srcDir, srcName))
 }
 
 // A Tolerance is the correctness gate against the fp32 reference. An

@@ -358,7 +358,7 @@ func TestSDPASource(t *testing.T) {
 }
 
 func TestNVCCArgs(t *testing.T) {
-	args := NVCCArgs("sm_89", []string{"-DSDPA_HEAD_DIM=64"}, "/src", "/out/x.cubin")
+	args := NVCCArgs("sm_89", []string{"-DSDPA_HEAD_DIM=64"}, "/src", "sdpa.cu", "/out/x.cubin")
 	joined := strings.Join(args, " ")
 	for _, want := range []string{"-cubin", "-arch=sm_89", "-O3", "-std=c++17", "-Xptxas -v", "-I/src", "-DSDPA_HEAD_DIM=64", "-o /out/x.cubin", "/src/sdpa.cu"} {
 		if !strings.Contains(joined, want) {

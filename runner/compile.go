@@ -26,9 +26,10 @@ type CompileOptions struct {
 	Arch   string         // "sm_89"
 	Source kernels.Source // the kernel family's files
 	// Args renders the nvcc command line (without the program name) for
-	// flags, compiling the source in srcDir to outCubin; nil means
-	// kernels.NVCCArgs. It must include -Xptxas -v.
-	Args func(arch string, flags []string, srcDir, outCubin string) []string
+	// flags, compiling the file srcName (Source.Name) of the source in
+	// srcDir to outCubin; nil means kernels.NVCCArgs. It must include
+	// -Xptxas -v.
+	Args func(arch string, flags []string, srcDir, srcName, outCubin string) []string
 	// WorkDir holds the written sources and nvcc's outputs; "" means a new
 	// temporary directory that Close removes.
 	WorkDir string
@@ -118,7 +119,7 @@ func (p *CompilePool) Close() error {
 
 // Key returns the cache key of the candidate with these flags.
 func (p *CompilePool) Key(flags []string) string {
-	args := p.opts.Args(p.opts.Arch, flags, "{src}", "{out}")
+	args := p.opts.Args(p.opts.Arch, flags, "{src}", p.opts.Source.Name, "{out}")
 	return CacheKey(p.opts.Source.Hash, p.opts.NVCC.Version, p.opts.Arch, flags, args)
 }
 
@@ -181,7 +182,7 @@ func (p *CompilePool) run(ctx context.Context, flags []string) (nvccRun, error) 
 
 	tctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(tctx, p.opts.NVCC.Path, p.opts.Args(p.opts.Arch, flags, src, cubin)...)
+	cmd := exec.CommandContext(tctx, p.opts.NVCC.Path, p.opts.Args(p.opts.Arch, flags, src, p.opts.Source.Name, cubin)...)
 	cmd.Dir = outDir // nvcc's intermediate files, if any, stay out of the shared source dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {

@@ -62,8 +62,8 @@ func fakePool(t *testing.T, cache *Cache, jobs int, timeout time.Duration) (*Com
 		NVCC:   NVCC{Path: nvcc, Version: "0.0.1"},
 		Arch:   "sm_89",
 		Source: kernels.Source{Name: "k.cu", Files: map[string][]byte{"k.cu": []byte("kernel source")}, Hash: "0123456789abcdef0123"},
-		Args: func(arch string, flags []string, srcDir, out string) []string {
-			return append(append([]string{"-arch=" + arch}, flags...), "-o", out, filepath.Join(srcDir, "k.cu"))
+		Args: func(arch string, flags []string, srcDir, srcName, out string) []string {
+			return append(append([]string{"-arch=" + arch}, flags...), "-o", out, filepath.Join(srcDir, srcName))
 		},
 		WorkDir: filepath.Join(dir, "work"),
 		Cache:   cache,

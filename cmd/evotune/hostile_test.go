@@ -179,7 +179,7 @@ func TestNVCCGetsOnlySpaceFlags(t *testing.T) {
 			t.Errorf("--config %q: nvcc got -D flags %q, the space renders %q", cfg, defines, want)
 		}
 		// The rest is the fixed command line of kernels.NVCCArgs.
-		fixed := kernels.NVCCArgs("sm_89", nil, "SRC", "OUT")
+		fixed := kernels.NVCCArgs("sm_89", nil, "SRC", kernels.SDPASource().Name, "OUT")
 		if len(others) != len(fixed) {
 			t.Errorf("--config %q: nvcc got %q besides the -D flags, want the shape of %q", cfg, others, fixed)
 			continue
