@@ -351,9 +351,9 @@ func (b *Bundle) launchSource() (string, error) {
 		for _, m := range ms {
 			fmt.Fprintf(&w, "#define %s %s\n", m[0], m[1])
 		}
-		// Each config's copy of the source is renamed, its namespace (the
-		// family's name) and its entry points (which begin with that name),
-		// so that several compile into one program.
+		// Each config's copy of the source is renamed, so that several
+		// compile into one program: its namespace, the family's name, and
+		// its entry points, whose leading family name becomes the config's.
 		fmt.Fprintf(&w, "#define %s %s\n", b.family.Name, ns)
 		undef := []string{b.family.Name}
 		for _, k := range b.family.Kernels {
