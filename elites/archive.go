@@ -491,7 +491,7 @@ func (a *Archive) Record(r space.Result) error {
 	compact(&r)
 	a.byKey[r.Key] = len(a.results)
 	a.results = append(a.results, r)
-	a.spans = append(a.spans, span{a.size - int64(len(line)), int32(len(line))})
+	a.spans = append(a.spans, spanOf(a.size-int64(len(line)), line))
 	a.lines++
 	a.lineOf = append(a.lineOf, a.lines)
 	a.nextSeq++

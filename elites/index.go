@@ -2,6 +2,7 @@ package elites
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ import (
 const indexName = "results.idx"
 
 // indexMagic starts an index file; a change of layout changes it.
-var indexMagic = []byte("evotune-index-3\n")
+var indexMagic = []byte("evotune-index-4\n")
 
 // indexCheck is how many bytes at each end of the covered prefix the index
 // checksums. The log is only ever appended to or cut back to a whole line,
@@ -124,6 +125,9 @@ func (a *Archive) readIndexed(f *os.File) loadedLog {
 		return readLogFrom(f, loadedLog{stripped: true})
 	}
 	ix, err := readIndex(a.dir, f, fi.Size())
+	if err == nil {
+		err = verifyElites(f, ix)
+	}
 	var l loadedLog
 	switch {
 	case err == nil:
@@ -220,4 +224,34 @@ func (a *Archive) WithSamples(r space.Result) (space.Result, error) {
 		out.Timings[i].SamplesUS = full.Timings[i].SamplesUS
 	}
 	return out, nil
+}
+
+// verifiedElites is how many of the best results' lines verifyElites reads
+// back on every open: more than show's table and export's dispatch use.
+const verifiedElites = 32
+
+// verifyElites checks the log lines of the index's best results against
+// the checksums the index holds for them. readIndex trusts the rest of the
+// log by its length and its two ends; an elite is what show and export
+// print, so a line changed in place (by hand, or by the disk) is caught
+// where it matters, and the index is rebuilt from the log.
+func verifyElites(f io.ReaderAt, ix logIndex) error {
+	var ok []int
+	for i := range ix.Results {
+		if ix.Results[i].OK() {
+			ok = append(ok, i)
+		}
+	}
+	slices.SortFunc(ok, func(i, j int) int {
+		return cmp.Or(cmp.Compare(ix.Results[i].Objective, ix.Results[j].Objective), cmp.Compare(i, j))
+	})
+	var buf []byte
+	for _, i := range ok[:min(verifiedElites, len(ok))] {
+		sp := ix.Spans[i]
+		buf = slices.Grow(buf[:0], int(sp.Len))[:sp.Len]
+		if _, err := f.ReadAt(buf, sp.Offset); err != nil || crc32.Checksum(buf, castagnoli) != sp.CRC {
+			return fmt.Errorf("line %d of the log (result %s, among the best) is not what the index holds", ix.LineOf[i], ix.Results[i].Key)
+		}
+	}
+	return nil
 }

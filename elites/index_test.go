@@ -1,13 +1,17 @@
 package elites
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"evotune/space"
 )
 
 // indexedArchive returns the directory of a closed archive of four results
@@ -239,4 +243,57 @@ func TestIndexKilledBeforeUpdate(t *testing.T) {
 		t.Errorf("the index after Close holds %d results, want 7", len(ix.Results))
 	}
 	mustRead(t, killed)
+}
+
+// TestIndexElitesVerified: an elite's line changed in place, at the same
+// length (an edit by hand, a flipped digit on disk), is what the log says
+// from the next open on: the index's checksum of that line no longer
+// matches, so the index is rebuilt from the log, and the note says why.
+func TestIndexElitesVerified(t *testing.T) {
+	a := testArchive(t)
+	// The best line lies more than indexCheck bytes from both ends of the
+	// log, where the index's checks of its ends do not see it.
+	record := func(key string, objective float64) {
+		r := space.Result{Key: key, Config: space.Config{"k": key}, Status: space.StatusOK, Gate: space.GateTimed, Objective: objective}
+		if err := a.Record(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2000 {
+		record(fmt.Sprintf("a%04d", i), 100+float64(i))
+	}
+	record("r0", 5.25)
+	for i := range 2000 {
+		record(fmt.Sprintf("b%04d", i), 100+float64(i))
+	}
+	record("r1", 6.25)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(a.dir, logName)
+	log, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := mustRead(t, a.dir); b.indexNote != "" {
+		t.Fatalf("an untouched log rebuilt the index: %s", b.indexNote)
+	}
+	if bytes.Index(log, []byte(`"key":"r0"`)) < indexCheck || len(log)-bytes.Index(log, []byte(`"key":"r0"`)) < indexCheck {
+		t.Fatalf("the log (%d bytes) is too short for the test", len(log))
+	}
+	// r0 (5.25) is the best; make it 9.25 in place.
+	edited := bytes.Replace(log, []byte(`"objective_us":5.25`), []byte(`"objective_us":9.25`), 1)
+	if bytes.Equal(edited, log) || len(edited) != len(log) {
+		t.Fatal("the test's edit did not apply")
+	}
+	if err := os.WriteFile(path, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := mustRead(t, a.dir) // checks every result against the log
+	if !strings.Contains(b.indexNote, "line 2001 of the log (result r0, among the best)") {
+		t.Errorf("index note %q; want it to name the changed elite line", b.indexNote)
+	}
+	if best, _ := b.Best(); best.Key != "r1" {
+		t.Errorf("best is %s (%g): the index's old figure for r0 is still in use", best.Key, best.Objective)
+	}
 }

@@ -157,6 +157,7 @@ func (e *indexEncoder) result(r *space.Result, line int, sp span) error {
 	e.uvarint(uint64(line))
 	e.uvarint(uint64(sp.Offset))
 	e.uvarint(uint64(sp.Len))
+	e.buf = binary.LittleEndian.AppendUint32(e.buf, sp.CRC)
 	return nil
 }
 
@@ -394,6 +395,9 @@ func (d *indexDecoder) result(r *space.Result) (line int, sp span) {
 	r.Started, r.Finished = d.time(), d.time()
 	line = int(d.uvarint())
 	sp = span{Offset: int64(d.uvarint()), Len: int32(d.uvarint())}
+	if crc := d.bytes(4); crc != nil {
+		sp.CRC = binary.LittleEndian.Uint32(crc)
+	}
 	return line, sp
 }
 

@@ -77,7 +77,7 @@ func TestIndexLayoutRoundTrip(t *testing.T) {
 	head := indexHead{Covered: 12345, Lines: 17, HeadCRC: 0xdeadbeef, TailCRC: 7, Count: len(rs),
 		Warnings: []LoadWarning{{Line: 3, Offset: 99, Reason: "not a JSON object", Damaged: true, Key: "k", Status: space.StatusOK, Objective: 5.5}}}
 	lineOf := []int{1, 2, 5, 9}
-	spans := []span{{0, 10}, {10, 20}, {30, 1 << 30}, {1 << 40, 1}}
+	spans := []span{{0, 10, 1}, {10, 20, 0xffffffff}, {30, 1 << 30, 7}, {1 << 40, 1, 0}}
 	body, err := encodeIndex(head, rs, lineOf, spans)
 	if err != nil {
 		t.Fatal(err)

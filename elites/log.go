@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"runtime"
 	"slices"
@@ -75,10 +76,18 @@ const logBatch = 512
 
 func readLog(r io.Reader) loadedLog { return readLogFrom(r, loadedLog{}) }
 
-// A span is where a line lies in the log.
+// A span is where a line lies in the log, and the CRC-32C of its bytes (its
+// newline included), by which a reader that trusts an index can tell the
+// line is still what was indexed (see verifyElites).
 type span struct {
 	Offset int64
 	Len    int32
+	CRC    uint32
+}
+
+// spanOf returns the span of line, read at offset.
+func spanOf(offset int64, line []byte) span {
+	return span{offset, int32(len(line)), crc32.Checksum(line, castagnoli)}
 }
 
 // stripSamples drops r's timing samples, which share nothing with the
@@ -129,7 +138,7 @@ func readLogFrom(r io.Reader, l loadedLog) loadedLog {
 					}
 					l.results = append(l.results, res)
 					l.lineOf = append(l.lineOf, line)
-					l.spans = append(l.spans, span{offset, int32(len(text))})
+					l.spans = append(l.spans, spanOf(offset, text))
 					offset += int64(len(text))
 					continue
 				}
