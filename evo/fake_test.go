@@ -2,6 +2,7 @@ package evo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -172,6 +173,38 @@ func (m *memStore) lastState() []byte {
 		return nil
 	}
 	return m.states[len(m.states)-1]
+}
+
+// batches returns the batch of every state saved with one, in order: the
+// proposals of each generation, a batch saved again (on a resumed run)
+// counted again.
+func (m *memStore) batches(t testing.TB) [][]proposal {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out [][]proposal
+	for _, data := range m.states {
+		var st state
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Batch) > 0 {
+			out = append(out, st.Batch)
+		}
+	}
+	return out
+}
+
+// restarts counts the batches that restarted the population.
+func (m *memStore) restarts(t testing.TB) int {
+	t.Helper()
+	n := 0
+	for _, b := range m.batches(t) {
+		if b[0].Origin == originRestart {
+			n++
+		}
+	}
+	return n
 }
 
 // A trace is what a run did, in the terms that must not depend on timing.

@@ -49,8 +49,17 @@ type Options struct {
 	// crossover of two parents before it is mutated.
 	CrossoverRate float64
 	// Stagnation is the number of generations without a new best after
-	// which a quarter of the next batch is fresh random configs (evo only).
+	// which the evo population takes fresh uniform configs: a quarter of
+	// the next batch, or all of it when Restart is set.
 	Stagnation int
+	// Restart makes stagnation restart the evo population instead of
+	// topping it up: the population keeps only its best member, the next
+	// batch is entirely fresh uniform configs, and from then on the
+	// population is elitist within its own epoch (its best results since
+	// the restart), not over the whole run, so that it can leave a basin it
+	// has exhausted for another; the elites and the screening model keep
+	// everything learnt before.
+	Restart bool
 	// Screen is how many candidates the evo strategy breeds for each child
 	// it proposes: a model fitted to the results absorbed so far rates
 	// them, and the best rated is proposed (see surrogate.go). 1 turns

@@ -22,17 +22,28 @@ const (
 func (s *Search) propose() {
 	n := s.st.Params.Population
 	budget := s.evalCap()
-	inject := 0
+	inject, origin := 0, originInject
 	if s.st.Strategy == StrategyEvo && s.st.Stagnant >= s.st.Params.Stagnation {
-		// Fresh configs pull a converged population out of its basin
-		// without discarding the elites, which the population keeps.
-		inject = (n + 3) / 4
 		s.st.Stagnant = 0
+		if s.st.Params.Restart {
+			// The population has exhausted its basin: it starts again
+			// from fresh configs around its best, which the next
+			// generations can leave. Fresh configs are not screened:
+			// the model would draw them back to the basins it knows.
+			s.pop = s.pop[:min(len(s.pop), 1)]
+			inject, origin = n, originRestart
+			s.st.Restarts++
+		} else {
+			// Fresh configs pull a converged population out of its
+			// basin without discarding the elites, which the
+			// population keeps.
+			inject = (n + 3) / 4
+		}
 	}
 	var batch []proposal
 	counted := 0
 	for len(batch) < n && counted < budget {
-		p, ok := s.next(len(batch) < inject)
+		p, ok := s.next(len(batch) < inject, origin)
 		if !ok {
 			s.st.Exhausted = true
 			break
@@ -68,9 +79,9 @@ func (s *Search) evalCap() int {
 }
 
 // next proposes one config that this run has not seen, by the strategy;
-// fresh asks the evo strategy for a random sample instead of a child. It
-// reports false when no unseen valid config is left.
-func (s *Search) next(fresh bool) (proposal, bool) {
+// fresh asks the evo strategy for a random sample of the given origin
+// instead of a child. It reports false when no unseen valid config is left.
+func (s *Search) next(fresh bool, origin string) (proposal, bool) {
 	switch s.st.Strategy {
 	case StrategyRandom:
 		return s.sample(originRandom)
@@ -78,7 +89,7 @@ func (s *Search) next(fresh bool) (proposal, bool) {
 		return s.enumerated()
 	}
 	if fresh {
-		return s.sample(originInject)
+		return s.sample(origin)
 	}
 	if len(s.pop) == 0 {
 		// Nothing to breed from yet (the first generation, or every

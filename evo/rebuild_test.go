@@ -138,20 +138,26 @@ func TestRebuildTwiceKilled(t *testing.T) {
 }
 
 // TestRebuildKeepsSettings: a rebuilt search runs with the settings it is
-// created with, and Settings round-trips through options and a saved state.
+// created with, and Settings round-trips through options and a saved state,
+// whichever way restart is set.
 func TestRebuildKeepsSettings(t *testing.T) {
-	opts := resumeOptions(StrategyEvo, 2)
-	opts.Seeds = []space.Config{{"m0": "1"}}
-	st := opts.Settings()
-	if back := DefaultOptions().WithSettings(st).Settings(); !slices.EqualFunc(back.Seeds, st.Seeds, func(a, b space.Config) bool { return a.Key() == b.Key() }) ||
-		back.Strategy != st.Strategy || back.Seed != st.Seed || back.Population != st.Population || back.Screen != st.Screen {
-		t.Fatalf("settings %+v came back as %+v", st, back)
-	}
-	store := newMemStore()
-	mustRun(t, context.Background(), mustNew(t, gridSpace(2, 2, 3), &fakeEvaluator{objective: landscape(3)}, store, opts))
-	saved, ok := StateSettings(store.lastState())
-	if !ok || saved.Seed != opts.Seed || saved.Population != opts.Population || saved.Screen != opts.Screen || saved.Elites != opts.Elites {
-		t.Fatalf("settings read from the state: %+v (%v), want those of %+v", saved, ok, st)
+	for _, restart := range []bool{false, true} {
+		opts := resumeOptions(StrategyEvo, 2)
+		opts.Seeds = []space.Config{{"m0": "1"}}
+		opts.Restart = restart
+		st := opts.Settings()
+		from := DefaultOptions()
+		from.Restart = !restart
+		if back := from.WithSettings(st).Settings(); !slices.EqualFunc(back.Seeds, st.Seeds, func(a, b space.Config) bool { return a.Key() == b.Key() }) ||
+			back.Strategy != st.Strategy || back.Seed != st.Seed || back.Population != st.Population || back.Screen != st.Screen || back.Restart != st.Restart {
+			t.Fatalf("settings %+v came back as %+v", st, back)
+		}
+		store := newMemStore()
+		mustRun(t, context.Background(), mustNew(t, gridSpace(2, 2, 3), &fakeEvaluator{objective: landscape(3)}, store, opts))
+		saved, ok := StateSettings(store.lastState())
+		if !ok || saved.Seed != opts.Seed || saved.Population != opts.Population || saved.Screen != opts.Screen || saved.Elites != opts.Elites || saved.Restart != opts.Restart {
+			t.Fatalf("settings read from the state: %+v (%v), want those of %+v", saved, ok, st)
+		}
 	}
 	if _, ok := StateSettings([]byte("{")); ok {
 		t.Error("settings read from a state that is not JSON")

@@ -64,16 +64,22 @@ func TestResumeAfterKill(t *testing.T) {
 	type variant struct {
 		strategy string
 		screen   int
+		restart  bool
 	}
-	variants := []variant{{StrategyEvo, 1}}
+	variants := []variant{{StrategyEvo, 1, false}, {StrategyEvo, 8, false}}
 	for _, strategy := range Strategies() {
-		variants = append(variants, variant{strategy, 8})
+		variants = append(variants, variant{strategy, 8, true})
 	}
 	for _, v := range variants {
 		for _, parallel := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/screen=%d/parallel=%d", v.strategy, v.screen, parallel), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/parallel=%d", v.strategy, v.screen, v.restart, parallel), func(t *testing.T) {
 				opts := resumeOptions(v.strategy, parallel)
-				opts.Screen = v.screen
+				opts.Screen, opts.Restart = v.screen, v.restart
+				if v.strategy == StrategyEvo && v.restart {
+					// Long enough for the population to stagnate and
+					// restart, with kills on either side.
+					opts.MaxEvals = 100
+				}
 				var want trace
 				refStore := newMemStore()
 				sum, gens := incarnation(t, sp, refStore, opts, func(*fakeEvaluator, func()) {})
@@ -81,6 +87,9 @@ func TestResumeAfterKill(t *testing.T) {
 				want.finish(sum)
 				if want.stop != StopBudget || want.evals != opts.MaxEvals {
 					t.Fatalf("uninterrupted run stopped by %q after %d evals", want.stop, want.evals)
+				}
+				if restarts := refStore.restarts(t); (restarts > 0) != (v.strategy == StrategyEvo && v.restart) {
+					t.Fatalf("uninterrupted run restarted its population %d times with restart %v", restarts, v.restart)
 				}
 				saves := len(refStore.states)
 

@@ -141,6 +141,7 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 				CrossoverRate: opts.CrossoverRate,
 				Stagnation:    opts.Stagnation,
 				Screen:        opts.Screen,
+				Restart:       opts.Restart,
 			},
 			ByStatus:   map[space.Status]int{},
 			Macro:      LayerStats{Rate: layerPrior},
@@ -169,7 +170,7 @@ func screens(st *state) bool { return st.Strategy == StrategyEvo && st.Params.Sc
 // space and store, so that Run continues it exactly: a batch that was
 // proposed is run again, its configs already in the store answered from
 // there. The state's strategy, seed, population size, elites, tournament
-// size, crossover rate, stagnation and screen replace those of the
+// size, crossover rate, stagnation, screen and restart replace those of the
 // options; the budgets, Parallel, Clock and callbacks stay as given. A
 // state saved before screening existed continues unscreened. Over a store
 // that is a Log, a state that disagrees with the log (it absorbed a config
@@ -190,12 +191,12 @@ func (s *Search) Restore(data []byte) error {
 	if st.Params.Screen == 0 {
 		st.Params.Screen = 1
 	}
-	opts.Screen = st.Params.Screen
+	opts.Screen, opts.Restart = st.Params.Screen, st.Params.Restart
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("restoring search state: %w", err)
 	}
 	switch {
-	case st.Generation < 0 || st.Evals < 0 || st.StoreHits < 0 || st.Cursor < 0 || st.ElapsedNS < 0:
+	case st.Generation < 0 || st.Evals < 0 || st.StoreHits < 0 || st.Cursor < 0 || st.ElapsedNS < 0 || st.Restarts < 0:
 		return errors.New("restoring search state: negative generation, counts, cursor or elapsed time")
 	case len(st.Batch) > st.Params.Population:
 		return fmt.Errorf("restoring search state: batch of %d configs exceeds population %d", len(st.Batch), st.Params.Population)
@@ -553,7 +554,11 @@ func (s *Search) absorb(ctx context.Context, results []space.Result) (Generation
 		s.st.Stagnant++
 	}
 	if s.st.Strategy == StrategyEvo {
-		s.pop = nextPopulation(s.elites, kids, s.pop, s.st.Params.Population)
+		elites := s.elites
+		if s.st.Restarts > 0 {
+			elites = epochElites(s.pop, kids, s.st.Params.Elites)
+		}
+		s.pop = nextPopulation(elites, kids, s.pop, s.st.Params.Population)
 	}
 	gen := Generation{Number: s.st.Generation, Results: results, MacroShare: s.st.MacroShare}
 	if after != nil {
@@ -615,6 +620,21 @@ func nextPopulation(elites []space.Result, kids, old []member, n int) []member {
 	}
 	slices.SortFunc(next, compareMembers)
 	return next
+}
+
+// epochElites is the best k of a restarted population's members and the
+// generation's children: the best results of its epoch (the restart's
+// batch and the best it kept, and what they became), since the population
+// holds them from one generation to the next.
+func epochElites(pop, kids []member, k int) []space.Result {
+	all := slices.Concat(pop, kids)
+	slices.SortFunc(all, compareMembers)
+	all = slices.CompactFunc(all, func(a, b member) bool { return a.key == b.key })
+	out := make([]space.Result, 0, min(k, len(all)))
+	for _, m := range all[:min(k, len(all))] {
+		out = append(out, space.Result{Key: m.key, Config: m.config, Status: space.StatusOK, Objective: m.objective})
+	}
+	return out
 }
 
 // compareResults orders OK results best first, ties broken by key so that

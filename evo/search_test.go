@@ -453,7 +453,7 @@ func TestEvoBeatsRandom(t *testing.T) {
 func TestStagnationInjectsFreshConfigs(t *testing.T) {
 	store := newMemStore()
 	opts := DefaultOptions()
-	opts.Population, opts.Stagnation, opts.MaxEvals = 8, 2, 8*7
+	opts.Population, opts.Stagnation, opts.Restart, opts.MaxEvals = 8, 2, false, 8*7
 	flat := func(space.Config) float64 { return 5 }
 	mustRun(t, context.Background(), mustNew(t, gridSpace(3, 3, 5), &fakeEvaluator{objective: flat}, store, opts))
 	var injected []int // per proposed generation
@@ -478,5 +478,72 @@ func TestStagnationInjectsFreshConfigs(t *testing.T) {
 	want := []int{0, 0, 0, 2, 0, 2, 0}
 	if !slices.Equal(injected, want) {
 		t.Errorf("injected configs by generation %v, want %v", injected, want)
+	}
+}
+
+// TestRestartAfterStagnantGenerations runs on a landscape where only the
+// default (proposed first) is fast: after the first generation nothing
+// improves, so every Stagnation generations the whole batch is fresh configs
+// and the population keeps only its best member besides that batch, while
+// the elites stay.
+func TestRestartAfterStagnantGenerations(t *testing.T) {
+	store := newMemStore()
+	opts := DefaultOptions()
+	opts.Population, opts.Elites, opts.Stagnation, opts.Restart, opts.MaxEvals = 8, 8, 2, true, 8*8
+	sp := gridSpace(3, 3, 5)
+	def := sp.Default().Key()
+	obj := func(c space.Config) float64 {
+		if c.Key() == def {
+			return 1
+		}
+		return 5
+	}
+	sum := mustRun(t, context.Background(), mustNew(t, sp, &fakeEvaluator{objective: obj}, store, opts))
+	var restarted []int // per generation: configs of origin restart
+	var batches []map[string]bool
+	var pops [][]string // the population when each batch was proposed
+	for _, data := range store.states {
+		var st state
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Batch) == 0 {
+			continue
+		}
+		n := 0
+		keys := map[string]bool{}
+		for _, p := range st.Batch {
+			keys[p.Config.Key()] = true
+			if p.Origin == originRestart {
+				n++
+			}
+		}
+		restarted = append(restarted, n)
+		batches = append(batches, keys)
+		pops = append(pops, st.Population)
+	}
+	// Generation 0 finds the best; 1 and 2 stagnate, so 3 restarts; 3
+	// and 4 stagnate, so 5 restarts, and so on.
+	want := []int{0, 0, 0, 8, 0, 8, 0, 8}
+	if !slices.Equal(restarted, want) {
+		t.Fatalf("restart configs by generation %v, want %v", restarted, want)
+	}
+	for _, g := range []int{3, 5} {
+		if !slices.Equal(pops[g], []string{def}) {
+			t.Errorf("generation %d restarts with the population %v, want only its best %s", g, pops[g], def)
+		}
+		// The next population is the best and the restart batch's
+		// results: nothing of the population before the restart.
+		if len(pops[g+1]) != opts.Population {
+			t.Errorf("generation %d restarted and left a population of %d", g, len(pops[g+1]))
+		}
+		for _, k := range pops[g+1] {
+			if k != def && !batches[g][k] {
+				t.Errorf("after the restart of generation %d the population holds %s, neither the best nor of that batch", g, k)
+			}
+		}
+	}
+	if len(sum.Elites) != opts.Elites || sum.Elites[0].Key != def {
+		t.Errorf("after restarts the elites are %v, want %d led by the default %s", sum.Elites, opts.Elites, def)
 	}
 }

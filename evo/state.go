@@ -11,6 +11,7 @@ const (
 	originSeed      = "seed"      // a config of Options.Seeds
 	originRandom    = "random"    // a uniform sample
 	originInject    = "inject"    // a uniform sample injected after stagnation
+	originRestart   = "restart"   // a uniform sample of a restarted population
 	originEnumerate = "enumerate" // the next config in Enumerate order
 	originMacro     = "macro"     // a child whose mutation changed a macro knob
 	originMicro     = "micro"     // a child whose mutation changed a micro knob
@@ -41,6 +42,9 @@ type params struct {
 	// Screen is Options.Screen; 0, in a state saved before screening
 	// existed, means 1 (off), so such a search continues as it began.
 	Screen int `json:"screen,omitempty"`
+	// Restart is Options.Restart; false in a state saved before restarts
+	// existed, so such a search continues as it began.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // state is everything a search needs to continue exactly: it is saved as
@@ -70,6 +74,10 @@ type state struct {
 	MacroShare float64 `json:"macro_share"`
 	// Stagnant counts generations since the best objective last improved.
 	Stagnant int `json:"stagnant"`
+	// Restarts counts the population's restarts (Params.Restart). Once
+	// it has restarted, the population keeps the best of its own epoch
+	// instead of the elites.
+	Restarts int `json:"restarts,omitempty"`
 	// Cursor is how many configs of the Enumerate order were proposed
 	// (exhaustive only).
 	Cursor int `json:"cursor"`

@@ -40,7 +40,7 @@ type benchSearchOptions struct {
 	// searchbench.GoalTolerance.
 	Tolerance float64
 	// Search holds the evo options under test (population, elites,
-	// tournament, crossover, stagnation).
+	// tournament, crossover, stagnation, screen, restart).
 	Search evo.Options
 }
 
@@ -177,7 +177,8 @@ func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Search.Elites, "elites", o.Search.Elites, "evo: elites carried into every generation")
 	fs.IntVar(&o.Search.Tournament, "tournament", o.Search.Tournament, "evo: members drawn to pick each parent")
 	fs.Float64Var(&o.Search.CrossoverRate, "crossover", o.Search.CrossoverRate, "evo: probability that a child is a crossover")
-	fs.IntVar(&o.Search.Stagnation, "stagnation", o.Search.Stagnation, "evo: generations without a new best before fresh configs are injected")
+	fs.IntVar(&o.Search.Stagnation, "stagnation", o.Search.Stagnation, "evo: generations without a new best before fresh configs are taken (see --restart)")
+	fs.BoolVar(&o.Search.Restart, "restart", o.Search.Restart, "evo: on stagnation, restart the population from its best and a batch of fresh configs (--restart=false: inject a quarter batch of fresh configs instead)")
 	fs.IntVar(&o.Search.Screen, "screen", o.Search.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best proposed (1: off)")
 }
 

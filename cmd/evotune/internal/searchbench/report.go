@@ -25,8 +25,12 @@ const (
 
 // SearchParams names the evo options under test, for the report.
 func SearchParams(o evo.Options) string {
-	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d",
-		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen)
+	restart := "off"
+	if o.Restart {
+		restart = "on"
+	}
+	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d, restart %s",
+		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen, restart)
 }
 
 // A Report is what bench-search prints: the comparison of the strategies
