@@ -58,7 +58,9 @@ type Options struct {
 	// population is elitist within its own epoch (its best results since
 	// the restart), not over the whole run, so that it can leave a basin it
 	// has exhausted for another; the elites and the screening model keep
-	// everything learnt before.
+	// everything learnt before. Fresh configs are uniform, not screened:
+	// the model draws them back to the basins it knows (evo/NOTES.md,
+	// round 5).
 	Restart bool
 	// Screen is how many candidates the evo strategy breeds for each child
 	// it proposes: a model fitted to the results absorbed so far rates
@@ -105,10 +107,12 @@ type Options struct {
 }
 
 // DefaultOptions returns the default options: the evo strategy with a
-// population of 8, 8 elites (the top K), tournaments of 3, crossover rate 0.5, fresh
-// configs after 4 stagnant generations, one evaluation at a time and no
-// budget. The population and elites were chosen with bench-search on the
-// H100 recording and the synthetic file (evo/NOTES.md).
+// population of 8, 8 elites (the top K), tournaments of 3, crossover rate
+// 0.5, a screen of 8, a restart from fresh configs after 4 stagnant
+// generations, one evaluation at a time and no budget. The population and
+// elites were chosen with bench-search on the H100 recording and the
+// synthetic file, the restart on those and on public Kernel Tuner spaces
+// (evo/NOTES.md, round 5).
 func DefaultOptions() Options {
 	return Options{
 		Strategy:      StrategyEvo,
@@ -119,6 +123,7 @@ func DefaultOptions() Options {
 		CrossoverRate: 0.5,
 		Stagnation:    4,
 		Screen:        8,
+		Restart:       true,
 		Parallel:      1,
 	}
 }

@@ -27,9 +27,8 @@ func (s *Search) propose() {
 		s.st.Stagnant = 0
 		if s.st.Params.Restart {
 			// The population has exhausted its basin: it starts again
-			// from fresh configs around its best, which the next
-			// generations can leave. Fresh configs are not screened:
-			// the model would draw them back to the basins it knows.
+			// from fresh configs beside its best, which the next
+			// generations are free to leave behind.
 			s.pop = s.pop[:min(len(s.pop), 1)]
 			inject, origin = n, originRestart
 			s.st.Restarts++
