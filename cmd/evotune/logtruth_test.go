@@ -264,7 +264,7 @@ func TestResumeNamesIgnoredFlags(t *testing.T) {
 		t.Fatalf("uninterrupted run: exit %d\n%s", code, stderr)
 	}
 	dir := copyArchive(t, refDir)
-	_, stderr, code := runCLI(t, longer(dir, "--strategy", "random", "--seed", "99", "--population", "12", "--screen", "8", "--progress-every", "1h")...)
+	_, stderr, code := runCLI(t, longer(dir, "--strategy", "random", "--seed", "99", "--population", "12", "--screen", "8", "--restart=false", "--progress-every", "1h")...)
 	if code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
@@ -278,7 +278,7 @@ func TestResumeNamesIgnoredFlags(t *testing.T) {
 		}
 	}
 	const inForce = "evo strategy, seed 5, population 8, elites 8, screen 8"
-	if len(ignored) != 1 || !strings.Contains(ignored[0], "ignoring --strategy random, --seed 99, --population 12; in force: "+inForce) {
+	if len(ignored) != 1 || !strings.Contains(ignored[0], "ignoring --strategy random, --seed 99, --population 12, --restart false; in force: "+inForce) {
 		t.Errorf("want one line naming the ignored flags (not --screen 8, which is in force) and the settings in force; stderr:\n%s", stderr)
 	}
 	if len(banner) != 1 || !strings.Contains(banner[0], "("+inForce+")") {
@@ -290,6 +290,12 @@ func TestResumeNamesIgnoredFlags(t *testing.T) {
 	fresh := filepath.Join(t.TempDir(), "fresh")
 	if _, stderr, code := runCLI(t, rebuildArgs(fresh, "--strategy", "random", "--seed", "99")...); code != 0 || strings.Contains(stderr, "ignoring") {
 		t.Errorf("a new search: exit %d, stderr %q", code, stderr)
+	}
+	// --restart=false reaches a new search and its banner.
+	noRestart := filepath.Join(t.TempDir(), "no-restart")
+	args := slices.DeleteFunc(rebuildArgs(noRestart, "--restart=false"), func(a string) bool { return a == "--quiet" })
+	if _, stderr, code := runCLI(t, append(args, "--progress-every", "1h")...); code != 0 || !strings.Contains(stderr, "screen 8, no restarts)") {
+		t.Errorf("a new search with --restart=false: exit %d, the banner does not say so:\n%s", code, stderr)
 	}
 }
 

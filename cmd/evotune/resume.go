@@ -101,6 +101,7 @@ func warnIgnoredFlags(stderr io.Writer, fs *pflag.FlagSet, in evo.Settings) {
 	check("population", strconv.Itoa(in.Population))
 	check("elites", strconv.Itoa(in.Elites))
 	check("screen", strconv.Itoa(in.Screen))
+	check("restart", strconv.FormatBool(in.Restart))
 	if len(ignored) == 0 {
 		return
 	}
@@ -112,6 +113,9 @@ func settingsText(s evo.Settings) string {
 	text := fmt.Sprintf("%s strategy, seed %d, population %d, elites %d", s.Strategy, s.Seed, s.Population, s.Elites)
 	if s.Strategy == evo.StrategyEvo {
 		text += fmt.Sprintf(", screen %d", s.Screen)
+		if !s.Restart {
+			text += ", no restarts"
+		}
 	}
 	if len(s.Seeds) > 0 {
 		text += fmt.Sprintf(", %d seed %s", len(s.Seeds), plural(len(s.Seeds), "config", "configs"))

@@ -33,6 +33,7 @@ type tuneOptions struct {
 	Population int
 	Elites     int
 	Screen     int
+	Restart    bool
 	recordedFileFlags
 	SeedFrom string
 	// SeedConfigs are configs (k=v,...) to start a new search from, after
@@ -63,6 +64,7 @@ func defaultTuneOptions() tuneOptions {
 		Population:    0, // auto: see tuneOptions.evoOptions
 		Elites:        evo.DefaultOptions().Elites,
 		Screen:        evo.DefaultOptions().Screen,
+		Restart:       evo.DefaultOptions().Restart,
 		ProgressEvery: 10 * time.Second,
 	}
 }
@@ -207,6 +209,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Population, "population", o.Population, "configs proposed in each generation (0: the search's default, raised to --parallel)")
 	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
 	fs.IntVar(&o.Screen, "screen", o.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best evaluated (1: off)")
+	fs.BoolVar(&o.Restart, "restart", o.Restart, "evo: on stagnation, restart the population from its best and a batch of fresh configs (--restart=false: inject a quarter batch of fresh configs instead)")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
 	o.recordedFileFlags.registerKT(fs)
 	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
@@ -226,6 +229,7 @@ func (o tuneOptions) evoOptions(clock evo.Clock, shown *progress.Reporter) evo.O
 	eo := evo.DefaultOptions()
 	eo.Strategy, eo.Seed = o.Strategy, o.Seed
 	eo.Population, eo.Elites, eo.Parallel, eo.Screen = o.Population, o.Elites, o.Parallel, o.Screen
+	eo.Restart = o.Restart
 	if eo.Population == 0 {
 		// The search's own default is tuned for evaluations to the optimum;
 		// a generation smaller than the candidates the machine can keep in
