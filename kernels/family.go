@@ -17,10 +17,11 @@ import (
 // lists all of it where a reader looks, and a test declares a fake family
 // from a few closures without defining a type.
 //
-// The GPU worker's protocol (Request, Plan) and its source (worker.cu) still
-// speak SDPA: a request carries a shape, a dtype and a causal mask, and the
-// worker fills in SDPA's kernel parameters and fp32 reference. A second
-// family needs the worker to learn its parameters and reference first.
+// A family brings its own GPU worker (Worker): the program that runs its
+// candidates and its fp32 reference, speaking the protocol of protocol.go.
+// That protocol still describes an attention problem (a B x H x S x D shape,
+// a dtype, a causal mask, a softmax scale): a family whose problems are
+// shaped otherwise needs the protocol to grow first.
 type Family struct {
 	// Name is what space.Problem.Family holds for the family's problems.
 	Name string
@@ -31,6 +32,9 @@ type Family struct {
 	// Source returns its embedded source files; Source.Name is the file
 	// nvcc compiles.
 	Source func() Source
+	// Worker returns the sources of its GPU worker; Source.Name is the
+	// file nvcc compiles into the worker program.
+	Worker func() Source
 	// Kernels are the entry points of its cubin in launch order; the
 	// first is the one whose ptxas figures a result reports.
 	Kernels []string

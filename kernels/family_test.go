@@ -47,6 +47,10 @@ func TestSDPAFamilyDeclaration(t *testing.T) {
 			t.Errorf("kernel %s is not defined in %s", k, src.Name)
 		}
 	}
+	w := f.Worker()
+	if main, ok := w.Files[w.Name]; !ok || !strings.Contains(string(main), "int main(") || w.Hash == "" {
+		t.Errorf("worker source %s: not among its files, without a main, or without a hash", w.Name)
+	}
 	tg, err := TargetFor(DefaultArch)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ func sdpaFamily() Family {
 		Dtypes:    []string{"fp16", "bf16", "fp8"},
 		Archs:     []string{"sm_80", "sm_86", "sm_87", "sm_89", "sm_90"},
 		Source:    SDPASource,
+		Worker:    WorkerSource,
 		Kernels:   []string{SDPAForwardKernel, SDPACombineKernel},
 		Space:     SDPASpace,
 		Plan:      SDPAPlan,

@@ -92,7 +92,7 @@ func devSetup(t *testing.T) *devEnv {
 	if arch == "" {
 		arch = "sm_80"
 	}
-	bin, err := BuildWorker(ctx, nvcc.Path, arch, cacheDir)
+	bin, err := BuildWorker(ctx, nvcc.Path, kernels.WorkerSource(), arch, cacheDir)
 	if err != nil {
 		t.Fatalf("building the worker: %v", err)
 	}

@@ -146,7 +146,10 @@ func Open(ctx context.Context, s Setup) (_ *Rig, err error) {
 	if s.CompileOnly {
 		return r, nil
 	}
-	bin, err := BuildWorker(ctx, r.nvcc.Path, r.arch, filepath.Join(cacheDir, "worker"))
+	if r.family.Worker == nil {
+		return nil, fmt.Errorf("kernel family %s declares no GPU worker: it can be compiled (--compile-only), not run", r.family.Name)
+	}
+	bin, err := BuildWorker(ctx, r.nvcc.Path, r.family.Worker(), r.arch, filepath.Join(cacheDir, "worker"))
 	if err != nil {
 		return nil, err
 	}

@@ -37,19 +37,18 @@ var (
 // workerBuildTimeout bounds the one nvcc run that builds the worker.
 const workerBuildTimeout = 5 * time.Minute
 
-// BuildWorker returns the path of the GPU worker binary built from
-// kernels.WorkerSource() by nvcc for arch ("sm_89"), building it when
+// BuildWorker returns the path of the GPU worker binary built from src (a
+// kernel family's Worker()) by nvcc for arch ("sm_89"), building it when
 // cacheDir does not hold one for the same source hash, nvcc (path and
 // release) and arch. A failed build's error carries nvcc's output.
-func BuildWorker(ctx context.Context, nvcc, arch, cacheDir string) (string, error) {
-	if nvcc == "" || arch == "" || cacheDir == "" {
-		return "", errors.New("building the GPU worker: nvcc, arch and cache dir are all required")
+func BuildWorker(ctx context.Context, nvcc string, src kernels.Source, arch, cacheDir string) (string, error) {
+	if nvcc == "" || arch == "" || cacheDir == "" || src.Name == "" {
+		return "", errors.New("building the GPU worker: nvcc, the worker's source, arch and cache dir are all required")
 	}
 	version, err := NVCCVersion(ctx, nvcc)
 	if err != nil {
 		return "", fmt.Errorf("building the GPU worker: %w", err)
 	}
-	src := kernels.WorkerSource()
 	abs, err := filepath.Abs(nvcc)
 	if err != nil {
 		abs = nvcc

@@ -360,15 +360,17 @@ func writeFakeNVCC(t *testing.T, dir, log string, fail bool) string {
 	body := `#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 12.4, V12.4.99"; exit 0; fi
 echo "$@" >> ` + log + `
-inc= out=
+inc= out= src=
 while [ $# -gt 0 ]; do
   case "$1" in
     -I*) inc="${1#-I}" ;;
     -o) shift; out="$1" ;;
+    *.cu) src="$1" ;;
   esac
   shift
 done
-[ -f "$inc/worker.cu" ] && [ -f "$inc/sdpa_params.h" ] || { echo "fatal error: sources missing in $inc" >&2; exit 2; }
+[ -f "$src" ] || { echo "fatal error: $src missing" >&2; exit 2; }
+case "$src" in */worker.cu) [ -f "$inc/sdpa_params.h" ] || { echo "fatal error: sdpa_params.h missing in $inc" >&2; exit 2; } ;; esac
 `
 	if fail {
 		body += "echo \"$inc/worker.cu(12): error: identifier \\\"cudaFoo\\\" is undefined\" >&2\nexit 1\n"
@@ -405,7 +407,7 @@ func TestBuildWorkerCaches(t *testing.T) {
 	cache := filepath.Join(dir, "cache")
 	ctx := context.Background()
 
-	p1, err := BuildWorker(ctx, nvcc, "sm_89", cache)
+	p1, err := BuildWorker(ctx, nvcc, kernels.WorkerSource(), "sm_89", cache)
 	if err != nil {
 		t.Fatalf("BuildWorker: %v", err)
 	}
@@ -418,19 +420,31 @@ func TestBuildWorkerCaches(t *testing.T) {
 			t.Errorf("nvcc arguments %q lack %q", args, want)
 		}
 	}
-	p2, err := BuildWorker(ctx, nvcc, "sm_89", cache)
+	p2, err := BuildWorker(ctx, nvcc, kernels.WorkerSource(), "sm_89", cache)
 	if err != nil || p2 != p1 {
 		t.Fatalf("second BuildWorker = %q, %v; want %q from the cache", p2, err, p1)
 	}
 	if n := countLines(t, log); n != 1 {
 		t.Errorf("nvcc ran %d times for the same arch, want 1", n)
 	}
-	p3, err := BuildWorker(ctx, nvcc, "sm_90", cache)
+	p3, err := BuildWorker(ctx, nvcc, kernels.WorkerSource(), "sm_90", cache)
 	if err != nil || p3 == p1 {
 		t.Fatalf("BuildWorker(sm_90) = %q, %v; want a new build", p3, err)
 	}
 	if n := countLines(t, log); n != 2 {
 		t.Errorf("nvcc ran %d times for two archs, want 2", n)
+	}
+	// Another family's worker is its own build, of its own file.
+	toy := kernels.Source{Name: "toy_worker.cu", Files: map[string][]byte{"toy_worker.cu": []byte("int main() { return 0; }\n")}, Hash: "toy"}
+	p4, err := BuildWorker(ctx, nvcc, toy, "sm_89", cache)
+	if err != nil || p4 == p1 {
+		t.Fatalf("BuildWorker(toy, sm_89) = %q, %v; want a build of its own", p4, err)
+	}
+	if args, _ := os.ReadFile(log); countLines(t, log) != 3 || !strings.Contains(string(args), "toy_worker.cu") {
+		t.Errorf("nvcc did not compile the toy family's worker source:\n%s", args)
+	}
+	if _, err := BuildWorker(ctx, nvcc, kernels.Source{}, "sm_89", cache); err == nil {
+		t.Error("BuildWorker with no worker source succeeded")
 	}
 	entries, _ := os.ReadDir(cache)
 	for _, e := range entries {
@@ -444,7 +458,7 @@ func TestBuildWorkerCompileError(t *testing.T) {
 	dir := t.TempDir()
 	nvcc := writeFakeNVCC(t, dir, filepath.Join(dir, "log"), true)
 	cache := filepath.Join(dir, "cache")
-	_, err := BuildWorker(context.Background(), nvcc, "sm_89", cache)
+	_, err := BuildWorker(context.Background(), nvcc, kernels.WorkerSource(), "sm_89", cache)
 	if err == nil {
 		t.Fatal("BuildWorker succeeded with a failing nvcc")
 	}
@@ -507,7 +521,7 @@ func testNVCC(t *testing.T) string {
 // not, with exactly one JSON line carrying the request's ID, and survives.
 func TestRealWorkerProtocol(t *testing.T) {
 	nvcc := realNVCC(t)
-	bin, err := BuildWorker(context.Background(), nvcc, "sm_80", t.TempDir())
+	bin, err := BuildWorker(context.Background(), nvcc, kernels.WorkerSource(), "sm_80", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
