@@ -122,7 +122,7 @@ func ReadKTCache(in io.Reader, path string) (*KTCache, error) {
 		p := KTParam{Name: name}
 		index[i] = make(map[string]bool, len(raw))
 		for _, r := range raw {
-			v, err := ktValue(r)
+			v, err := KTValue(r)
 			if err != nil {
 				return nil, fmt.Errorf("%s: tune parameter %s: %w", path, name, err)
 			}
@@ -142,7 +142,7 @@ func ReadKTCache(in io.Reader, path string) (*KTCache, error) {
 	slices.Sort(keys) // errors and counts do not depend on map order
 	for _, key := range keys {
 		entry := f.Cache[key]
-		c, err := ktConfig(f.Keys, key, entry)
+		c, err := KTConfig(f.Keys, key, entry)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cache entry %q: %w", path, key, err)
 		}
@@ -173,9 +173,10 @@ func ReadKTCache(in io.Reader, path string) (*KTCache, error) {
 	return k, nil
 }
 
-// ktValue renders a tune parameter value as a knob value: a number as
-// written, a string as it is, a boolean as true or false.
-func ktValue(raw json.RawMessage) (string, error) {
+// KTValue renders a tune parameter value as a knob value: a number as
+// written, a string as it is, a boolean as true or false. Tools that
+// rewrite a cache file use it to name values as a KTCache does.
+func KTValue(raw json.RawMessage) (string, error) {
 	// The common cases without a decoder: a cache of 100,000 entries holds
 	// a million values, and a json.Decoder for each cost half a second.
 	switch t := bytes.TrimSpace(raw); {
@@ -201,14 +202,16 @@ func ktValue(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("value %s is not a number, string or boolean", raw)
 }
 
-// ktConfig reads an entry's config from its own fields, or from its key
-// (values joined by commas) where a field is missing.
-func ktConfig(names []string, key string, entry map[string]json.RawMessage) (space.Config, error) {
+// KTConfig reads a cache entry's config from its own fields, or from its
+// key (values joined by commas) where a field is missing; names are the
+// file's tune_params_keys. Tools that rewrite a cache file use it to read
+// an entry as a KTCache does.
+func KTConfig(names []string, key string, entry map[string]json.RawMessage) (space.Config, error) {
 	parts := strings.Split(key, ",")
 	c := make(space.Config, len(names))
 	for i, name := range names {
 		if raw, ok := entry[name]; ok {
-			v, err := ktValue(raw)
+			v, err := KTValue(raw)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
