@@ -109,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := sub.write(opt.out, f.full, knob, value)
+	st, err := sub.write(opt.out, f, knob, value)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,8 @@ type cacheFile struct {
 	entries map[string]json.RawMessage
 	configs map[string]space.Config // by entry key, as runner reads each entry
 	full    *runner.KTCache
-	optimum float64 // µs, the file's best timed config
+	valid   []space.Config // full.Valid(), which sorts: once per file
+	optimum float64        // µs, the file's best timed config
 	best    space.Config
 }
 
@@ -161,7 +162,8 @@ func readCacheFile(path string) (*cacheFile, error) {
 			return nil, fmt.Errorf("%s: cache entry %q: %w", path, key, err)
 		}
 	}
-	f.best, f.optimum = best(full)
+	f.valid = full.Valid()
+	f.best, f.optimum = best(full, f.valid)
 	return f, nil
 }
 
@@ -182,11 +184,11 @@ func readMaybeGzip(path string) ([]byte, error) {
 	return data, nil
 }
 
-// best returns the best timed config of a cache and its time in µs.
-func best(k *runner.KTCache) (space.Config, float64) {
+// best returns the best of a cache's timed configs, valid, and its time in µs.
+func best(k *runner.KTCache, valid []space.Config) (space.Config, float64) {
 	var c space.Config
 	opt := 0.0
-	for _, v := range k.Valid() {
+	for _, v := range valid {
 		r := k.Evaluate(context.Background(), v)
 		if c == nil || r.Objective < opt {
 			c, opt = v, r.Objective
@@ -263,7 +265,7 @@ func (f *cacheFile) encode(gz bool) ([]byte, error) {
 // write writes the subspace to path, then reads it back through runner's
 // reader and checks it against full, the whole file: the same timed
 // configs with knob=value, and each with the same time.
-func (f *cacheFile) write(path string, full *runner.KTCache, knob, value string) (stats, error) {
+func (f *cacheFile) write(path string, full *cacheFile, knob, value string) (stats, error) {
 	data, err := f.encode(strings.HasSuffix(path, ".gz"))
 	if err != nil {
 		return stats{}, fmt.Errorf("encoding %s: %w", path, err)
@@ -276,7 +278,7 @@ func (f *cacheFile) write(path string, full *runner.KTCache, knob, value string)
 		return stats{}, fmt.Errorf("reading back the subspace just written: %w", err)
 	}
 	var want []space.Config
-	for _, c := range full.Valid() {
+	for _, c := range full.valid {
 		if c[knob] == value {
 			want = append(want, c)
 		}
@@ -287,7 +289,7 @@ func (f *cacheFile) write(path string, full *runner.KTCache, knob, value string)
 	}
 	ctx := context.Background()
 	for i, c := range got {
-		a, b := sub.Evaluate(ctx, c), full.Evaluate(ctx, want[i])
+		a, b := sub.Evaluate(ctx, c), full.full.Evaluate(ctx, want[i])
 		if a.Key != b.Key || a.Objective != b.Objective {
 			return stats{}, fmt.Errorf("%s reads back config %s at %v µs; the whole file has %s at %v µs", path, a.Key, a.Objective, b.Key, b.Objective)
 		}
@@ -298,7 +300,7 @@ func (f *cacheFile) write(path string, full *runner.KTCache, knob, value string)
 	}
 	st := stats{timed: len(got)}
 	st.product, _ = sp.Size()
-	st.best, st.optimum = best(sub)
+	st.best, st.optimum = best(sub, got)
 	for _, c := range got {
 		if sub.Evaluate(ctx, c).Objective <= st.optimum*1.02 {
 			st.within++
@@ -330,7 +332,7 @@ func split(f *cacheFile, opt options, stdout io.Writer) error {
 				continue // the file's optimum is this subspace's too
 			}
 			timed := 0
-			for _, c := range f.full.Valid() {
+			for _, c := range f.valid {
 				if c[p.Name] == v {
 					timed++
 				}
@@ -357,7 +359,7 @@ func split(f *cacheFile, opt options, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		st, err := sub.write(path, f.full, c.knob, c.value)
+		st, err := sub.write(path, f, c.knob, c.value)
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ func TestFixMilo(t *testing.T) {
 	if entries == timed {
 		t.Errorf("no failed entry with block_size_y=2: the test no longer covers failures")
 	}
-	if _, got := best(sub); got != opt || got > 594.8 || got < 594.6 {
+	if _, got := best(sub, sub.Valid()); got != opt || got > 594.8 || got < 594.6 {
 		t.Errorf("subspace optimum %v µs, want the whole file's best with block_size_y=2, %v (594.7)", got, opt)
 	}
 	if !strings.Contains(stdout.String(), "2048 configs in the product, 1137 timed, optimum 594.7 µs") {
@@ -166,7 +166,7 @@ func TestFixTiny(t *testing.T) {
 			if k.Timed() != tc.timed {
 				t.Errorf("%d timed configs, want %d", k.Timed(), tc.timed)
 			}
-			if _, opt := best(k); opt != tc.optimumUS {
+			if _, opt := best(k, k.Valid()); opt != tc.optimumUS {
 				t.Errorf("optimum %v µs, want %v", opt, tc.optimumUS)
 			}
 			for _, p := range k.Params() {
