@@ -199,7 +199,8 @@ func best(k *runner.KTCache, valid []space.Config) (space.Config, float64) {
 
 // subspace returns the file with knob fixed at value: its tune_params list
 // only that value, and its cache holds only the entries whose config (read
-// as runner reads it) has it.
+// as runner reads it) has it. The subspace holds what writing it needs;
+// write reads it back as evotune does.
 func (f *cacheFile) subspace(knob, value string) (*cacheFile, error) {
 	raws, ok := f.params[knob]
 	if !ok || !slices.Contains(f.keys, knob) {
@@ -236,8 +237,7 @@ type stats struct {
 	product uint64
 	timed   int
 	optimum float64 // µs
-	best    space.Config
-	within  int // timed configs within 2% of the optimum
+	within  int     // timed configs within 2% of the optimum
 }
 
 // encode renders the file as JSON, gzip-compressed when gz is set.
@@ -300,7 +300,7 @@ func (f *cacheFile) write(path string, full *cacheFile, knob, value string) (sta
 	}
 	st := stats{timed: len(got)}
 	st.product, _ = sp.Size()
-	st.best, st.optimum = best(sub, got)
+	_, st.optimum = best(sub, got)
 	for _, c := range got {
 		if sub.Evaluate(ctx, c).Objective <= st.optimum*1.02 {
 			st.within++
