@@ -231,9 +231,10 @@ func KTConfig(names []string, key string, entry map[string]json.RawMessage) (spa
 func ktResult(c space.Config, entry map[string]json.RawMessage) (space.Result, error) {
 	r := space.Result{Key: c.Key(), Config: c}
 	ms := func(field string) float64 {
-		var v float64
-		if raw, ok := entry[field]; ok && json.Unmarshal(raw, &v) == nil && v > 0 && !math.IsInf(v, 0) {
-			return v
+		if raw, ok := entry[field]; ok {
+			if v, ok := ktNumber(raw); ok && v > 0 && !math.IsInf(v, 0) {
+				return v
+			}
 		}
 		return 0
 	}
@@ -242,8 +243,9 @@ func ktResult(c space.Config, entry map[string]json.RawMessage) (space.Result, e
 	if !ok {
 		return r, fmt.Errorf("no time")
 	}
+	t, isNumber := ktNumber(raw)
 	var failure string
-	if json.Unmarshal(raw, &failure) == nil {
+	if !isNumber && json.Unmarshal(raw, &failure) == nil {
 		r.Reason = "Kernel Tuner: " + failure
 		switch failure {
 		case "CompilationFailedConfig":
@@ -255,8 +257,7 @@ func ktResult(c space.Config, entry map[string]json.RawMessage) (space.Result, e
 		}
 		return r, nil
 	}
-	var t float64
-	if err := json.Unmarshal(raw, &t); err != nil {
+	if !isNumber {
 		return r, fmt.Errorf("time %s is neither a number nor a failure string", raw)
 	}
 	if !(t > 0) || t >= ktFailedTime || math.IsInf(t, 0) {
@@ -366,4 +367,16 @@ func (k *KTCache) Evaluate(ctx context.Context, c space.Config) space.Result {
 		}
 	}
 	return cloneResult(rec)
+}
+
+// ktNumber reads a JSON number, as json.Unmarshal into a float64 does but
+// without a decoder for each (a cache holds several a config); ok is false
+// for anything else (a string, null, an object).
+func ktNumber(raw json.RawMessage) (float64, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || !(t[0] == '-' || t[0] >= '0' && t[0] <= '9') || !json.Valid(t) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(t), 64)
+	return v, err == nil
 }
