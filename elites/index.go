@@ -147,6 +147,11 @@ func (a *Archive) readIndexed(f *os.File) loadedLog {
 		}
 	}
 	if l.err == nil {
+		// Configs held as keys from here on (adopt would do it after the
+		// encoder had checked each config against its key once already).
+		for i := range l.results {
+			compact(&l.results[i])
+		}
 		// A cache: an archive in a read-only place opens from its log.
 		if a.writeIndex(f, l) == nil {
 			l.indexed = l.clean

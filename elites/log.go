@@ -202,8 +202,9 @@ func parseLines(texts [][]byte, results []space.Result, reasons []string) {
 }
 
 // An interner makes the results of one log share the strings and problems
-// that repeat from line to line (knob values, flags, the environment, the
-// problem), so that a large archive holds each once.
+// that repeat from line to line (flags, the environment, the problem), so
+// that a large archive holds each once. Configs are left alone: the archive
+// holds them as their keys (compact).
 type interner struct {
 	strings map[string]string
 	problem *space.Problem
@@ -221,9 +222,6 @@ func (in *interner) str(s string) string {
 
 // result makes r share what it repeats of the results before it.
 func (in *interner) result(r *space.Result) {
-	for k, v := range r.Config {
-		r.Config[k] = in.str(v)
-	}
 	for i, f := range r.Flags {
 		r.Flags[i] = in.str(f)
 	}
