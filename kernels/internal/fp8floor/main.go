@@ -172,6 +172,13 @@ func schemes() []scheme {
 		}
 	}
 	add("INT8 Q, K b64, K smoothed; V INT8 channel", block(fp8model.Int8, 64, false), block(fp8model.Int8, 64, true), int8Chan, fp8model.FP16)
+	int8Tensor := fp8model.Quantizer{Format: fp8model.Int8, Scale: fp8model.PerTensor}
+	int8Row := block(fp8model.Int8, 1, false)
+	add("INT8 Q, K, V tensor; P fp16", int8Tensor, int8Tensor, int8Tensor, fp8model.FP16)
+	add("INT8 Q, K tensor; V INT8 channel", int8Tensor, int8Tensor, int8Chan, fp8model.FP16)
+	add("INT8 Q, K row; V INT8 tensor", int8Row, int8Row, int8Tensor, fp8model.FP16)
+	add("INT8 Q, K row; V INT8 row", int8Row, int8Row, int8Row, fp8model.FP16)
+	add("int8 kernel: Q, K row; V INT8 channel; P fp16", int8Row, int8Row, int8Chan, fp8model.FP16)
 	add("INT8 Q, K b64, K smoothed; V fp16; P E4M3", block(fp8model.Int8, 64, false), block(fp8model.Int8, 64, true), fp16, fp8model.FP8)
 	return s
 }
