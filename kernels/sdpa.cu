@@ -43,9 +43,18 @@
 // P V goes into a fresh accumulator that is added into the fp32 O (the fp8
 // mma's accumulator keeps fewer than 32 mantissa bits).
 //
+// int8 (SDPA_INT8=1): Q, K and V are int8 bytes in the same one-byte tiles
+// as fp8. Q and K carry one dequantisation scale per row (q_row_scale,
+// k_row_scale), V one per column (v_col_scale). S = Q K^T runs as mma.sync
+// m16n8k32 s8 into int32, exact; each key's scale multiplies its column of
+// S as it leaves the accumulator, each query row's scale folds into that
+// row's softmax factor, and V's column scales multiply O at the store. P V
+// runs in fp16 as pv_f16 does, V's bytes widened exactly by the 1024-bias
+// trick (prmt under an fp16 exponent whose ulp is 1, one HSUB2).
+//
 // Every knob below is a -D macro with the default of kernels/sdpa_space.go.
 // Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
-// SDPA_OUT_BF16) are fixed per problem.
+// SDPA_INT8, SDPA_OUT_BF16) are fixed per problem.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -66,6 +75,9 @@
 #endif
 #ifndef SDPA_FP8
 #define SDPA_FP8 0
+#endif
+#ifndef SDPA_INT8
+#define SDPA_INT8 0
 #endif
 #ifndef SDPA_OUT_BF16
 #define SDPA_OUT_BF16 0
@@ -133,14 +145,18 @@ constexpr bool kQInRegs = SDPA_Q_IN_REGS != 0;
 constexpr bool kSwizzle = SDPA_KV_SWIZZLE != 0;
 constexpr int kSplit = SDPA_SPLIT_KV;
 constexpr bool kFP8 = SDPA_FP8 != 0;
-// The output dtype: the input dtype, or for fp8 fp16 unless SDPA_OUT_BF16.
-constexpr bool kOutBF16 = kFP8 ? SDPA_OUT_BF16 != 0 : kBF16;
+constexpr bool kInt8 = SDPA_INT8 != 0;
+// One-byte inputs: E4M3 or int8.
+constexpr bool kByte = kFP8 || kInt8;
+// The output dtype: the input dtype, or for one-byte inputs fp16 unless
+// SDPA_OUT_BF16.
+constexpr bool kOutBF16 = kByte ? SDPA_OUT_BF16 != 0 : kBF16;
 // P V in fp8 (P and V E4M3) or, for fp8 inputs with SDPA_PV_FP8=0, in fp16.
 constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
-// Two-level accumulation of P V (fp8 only).
-constexpr bool kPVAccum = kFP8 && SDPA_PV_ACCUM != 0;
+// Two-level accumulation of P V (one-byte inputs only).
+constexpr bool kPVAccum = kByte && SDPA_PV_ACCUM != 0;
 // Bytes of an input element, input elements per 16-byte chunk, chunks per row.
-constexpr int kEsz = kFP8 ? 1 : 2;
+constexpr int kEsz = kByte ? 1 : 2;
 constexpr int kVec = 16 / kEsz;
 constexpr int kChunks = D * kEsz / 16;
 
@@ -152,7 +168,7 @@ constexpr int kRowsPerWarp = BM / kWarpsM;
 constexpr int kColsPerWarp = BN / kWarpsN;
 constexpr int MT = kRowsPerWarp / 16;  // m16 tiles per warp
 constexpr int NT = kColsPerWarp / 8;   // n8 tiles of S per warp
-constexpr int KT = D * kEsz / 32;      // k steps over the head dimension (k16, or k32 for fp8)
+constexpr int KT = D * kEsz / 32;      // k steps over the head dimension (k16, or k32 for one-byte inputs)
 constexpr int DT = D / 8;              // n8 tiles of O
 
 constexpr int kConsumerThreads = kWarps * 32;
@@ -195,16 +211,17 @@ static_assert(!kWS || SDPA_PRODUCER_WARPS >= 1, "SDPA_WS=1 needs producer warps"
 static_assert(kThreads <= 1024, "more than 1024 threads per CTA");
 static_assert(kSplit >= 1, "SDPA_SPLIT_KV must be positive");
 static_assert(kSmemBytes <= 232448, "shared memory beyond any supported GPU");
-static_assert(!kFP8 || kColsPerWarp % 32 == 0, "fp8 P V takes a warp's keys 32 at a time (one ldmatrix.trans x4)");
-static_assert(!kFP8 || (DT / kWarpsN) % 2 == 0, "fp8 keeps O's even and odd column tiles in one key slice");
+static_assert(!(kFP8 && kInt8), "SDPA_FP8 and SDPA_INT8 exclude each other");
+static_assert(!kByte || kColsPerWarp % 32 == 0, "one-byte P V takes a warp's keys 32 at a time (one ldmatrix.trans x4)");
+static_assert(!kByte || (DT / kWarpsN) % 2 == 0, "one-byte inputs keep O's even and odd column tiles in one key slice");
 #ifdef SDPA_EXPECT_SMEM
 // Compile tests pass kernels.SharedBytes here so the Go side cannot drift.
 static_assert(kSmemBytes == SDPA_EXPECT_SMEM, "kernels.SharedBytes disagrees with the kernel");
 #endif
 
-// elem is the input element (E4M3 bytes for fp8), oelem the output's.
+// elem is the input element (bytes for fp8 and int8), oelem the output's.
 using oelem = typename std::conditional<kOutBF16, __nv_bfloat16, __half>::type;
-using elem = typename std::conditional<kFP8, uint8_t, oelem>::type;
+using elem = typename std::conditional<kByte, uint8_t, oelem>::type;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -279,14 +296,25 @@ __device__ __forceinline__ void mma16816_f16(float (&c)[4], const uint32_t (&a)[
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The score product of one k step: m16n8k16 in the input dtype, or
-// m16n8k32 E4M3.
+// c += a * b for one m16n8k32 tile of int8, exact in int32 (sm_80+).
+__device__ __forceinline__ void mma16832_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The score product of one k step: m16n8k16 in the input dtype, m16n8k32
+// E4M3, or m16n8k32 int8 into int32 accumulators.
 __device__ __forceinline__ void mma_qk(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if constexpr (kFP8) {
         mma16832(c, a, b0, b1);
     } else {
         mma16816(c, a, b0, b1);
     }
+}
+__device__ __forceinline__ void mma_qk(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma16832_s8(c, a, b0, b1);
 }
 
 // pack4_e4m3 rounds four floats to E4M3 (saturating), x0 in the low byte.
@@ -321,6 +349,22 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     uint32_t r;
     asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
     return r;
+}
+
+// v_pair_f16 widens two V bytes of r to fp16x2: bytes 0 and 2 (odd: 1 and
+// 3), the first into the low half. E4M3 by cvt; int8 exactly: each byte,
+// made unsigned by flipping its sign bit (u = x + 128), becomes the low byte
+// of the fp16 0x64uu = 1024 + u (the ulp is 1 in [1024, 2048)), and
+// subtracting 1152 leaves x.
+__device__ __forceinline__ uint32_t v_pair_f16(uint32_t r, bool odd) {
+    if constexpr (kInt8) {
+        const uint32_t h = prmt(r ^ 0x80808080u, 0x64646464u, odd ? 0x4341u : 0x4240u);
+        uint32_t y;
+        asm("sub.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(h), "r"(0x64806480u));
+        return y;
+    } else {
+        return e4m3x2_to_f16x2(prmt(r, 0, odd ? 0x0031u : 0x0020u));
+    }
 }
 
 // pack2_f16 rounds two floats to fp16, low half first.
@@ -382,7 +426,7 @@ __device__ __forceinline__ int tile_off(int row, int col) {
 // registers and is 3-4% faster; at D=64 the per-step addresses, which ptxas
 // folds into immediate offsets, are 3% faster on the long shapes. So the
 // XOR stepping is used at D=128 only.
-constexpr bool kXorStep = kSwizzle && D == 128 && !kFP8;
+constexpr bool kXorStep = kSwizzle && D == 128 && !kByte;
 constexpr int kRowBytes = kStride * kEsz;
 // Elements of one 32-byte k step along a row (k16 of fp16, k32 of fp8).
 constexpr int kKStep = 32 / kEsz;
@@ -525,11 +569,12 @@ __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int 
 // A warp's scores for one K/V tile, in mma C layout.
 using Scores = float[MT][NT][4];
 
-// scores computes S = Q K^T over the warp's rows and key slice of the tile
-// at sk. One base address per fragment pattern; rows move by 16 per tile,
-// columns by kstep.
-__device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t sq, uint32_t sk, int wm, int wn,
-                                       int lane) {
+// qk_product computes Q K^T over the warp's rows and key slice of the tile
+// at sk into c (fp32, or int32 for int8). One base address per fragment
+// pattern; rows move by 16 per tile, columns by kstep.
+template <class T>
+__device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], const QFrag& qf, uint32_t sq, uint32_t sk, int wm,
+                                           int wn, int lane) {
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
     const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * kVec;
     const uint32_t ka = sk + tile_off(krow, kcol) * kEsz;
@@ -538,7 +583,7 @@ __device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t s
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.f;
+            for (int e = 0; e < 4; ++e) c[mt][nt][e] = T(0);
 
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
@@ -558,13 +603,65 @@ __device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t s
             ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                mma_qk(sacc[mt][2 * np], a[mt], b[0], b[1]);
-                mma_qk(sacc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                mma_qk(c[mt][2 * np], a[mt], b[0], b[1]);
+                mma_qk(c[mt][2 * np + 1], a[mt], b[2], b[3]);
             }
         }
     }
-
 }
+
+// i2f converts an int32 score exactly: |x| < 2^22 (127 * 127 * 128 keys'
+// worth of products is 2.07e6) added under the exponent of 1.5 * 2^23,
+// whose ulp is 1, then the bias subtracted: an IADD and an FADD at full
+// rate instead of the quarter-rate I2F.
+__device__ __forceinline__ float i2f(int x) { return __int_as_float(x + 0x4B400000) - 12582912.f; }
+
+// scores computes S = Q K^T over the warp's rows and key slice of the tile
+// at sk (keys kv0..kv0+BN-1). With int8 the product is exact in int32 and
+// each key's column is scaled by its row scale from krs (the head's
+// k_row_scale) as it leaves the accumulator; the scales are loaded before
+// the product so their latency hides under it, and keys past s read the
+// last key's (they are masked).
+__device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t sq, uint32_t sk, int wm, int wn,
+                                       int lane, const float* krs, int kv0, int s) {
+    if constexpr (kInt8) {
+        float2 ks[NT];
+        const int key0 = kv0 + wn * kColsPerWarp + (lane & 3) * 2;
+        if ((s & 1) == 0) {
+            // An even key and s even: the pair is 8-byte aligned and in range.
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                ks[nt] = __ldg(reinterpret_cast<const float2*>(krs + cmin(key0 + nt * 8, s - 2)));
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                ks[nt] = make_float2(__ldg(krs + cmin(key0 + nt * 8, s - 1)), __ldg(krs + cmin(key0 + nt * 8 + 1, s - 1)));
+        }
+        int iacc[MT][NT][4];
+        qk_product(iacc, qf, sq, sk, wm, wn, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = i2f(iacc[mt][nt][e]) * ((e & 1) ? ks[nt].y : ks[nt].x);
+    } else {
+        qk_product(sacc, qf, sq, sk, wm, wn, lane);
+    }
+}
+
+// A RowScale is the factor of a thread's raw scores in the exponent: one
+// for all rows, or with int8 one per row (Q's row scale folded in).
+struct RowScale {
+    float v[kInt8 ? MT : 1][kInt8 ? 2 : 1];
+    __device__ __forceinline__ float operator()(int mt, int h) const {
+        if constexpr (kInt8) {
+            return v[mt][h];
+        } else {
+            return v[0][0];
+        }
+    }
+};
 
 // mask sets the scores of the key tail and of the causal triangle to -inf,
 // in the tiles (keys kv0..kv0+BN-1) that reach them: a uniform branch.
@@ -621,9 +718,9 @@ __device__ __forceinline__ void pv_fp8(float (&o)[MT][DT][4], const Scores& sacc
     }
 }
 
-// pv_f16 adds P V in fp16 for fp8 inputs: P rounded to fp16 in the natural
-// key order, V widened from E4M3 to fp16 in registers; the columns come out
-// in the same even/odd tiles as pv_fp8.
+// pv_f16 adds P V in fp16 for one-byte inputs: P rounded to fp16 in the
+// natural key order, V widened from E4M3 or int8 to fp16 in registers; the
+// columns come out in the same even/odd tiles as pv_fp8.
 __device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
     const int vrow = wn * kColsPerWarp + lane;
 #pragma unroll
@@ -648,10 +745,8 @@ __device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc
             // {2t+8, 2t+9}: bytes 0 and 2 (1 and 3) of r[2h] and r[2h+1].
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const uint32_t e0 = e4m3x2_to_f16x2(prmt(r[2 * h], 0, 0x0020));
-                const uint32_t e1 = e4m3x2_to_f16x2(prmt(r[2 * h + 1], 0, 0x0020));
-                const uint32_t o0 = e4m3x2_to_f16x2(prmt(r[2 * h], 0, 0x0031));
-                const uint32_t o1 = e4m3x2_to_f16x2(prmt(r[2 * h + 1], 0, 0x0031));
+                const uint32_t e0 = v_pair_f16(r[2 * h], false), e1 = v_pair_f16(r[2 * h + 1], false);
+                const uint32_t o0 = v_pair_f16(r[2 * h], true), o1 = v_pair_f16(r[2 * h + 1], true);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     mma16816_f16(o[mt][2 * dc], pa[h][mt], e0, e1);
@@ -666,7 +761,8 @@ __device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc
 // softmax, then O += P V with V at sv. Scores stay unscaled until the
 // exponential: the scale is folded into one FFMA there (scale > 0, so the
 // row max commutes with it).
-__device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, float sc, int wn, int lane) {
+__device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, const RowScale& sc, int wn,
+                                           int lane) {
     float alpha[MT][2];
     // Online softmax, one row half (h) at a time: rows g and g+8. The
     // running max acc.m is kept in the scaled domain.
@@ -679,7 +775,7 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sacc[mt][nt][2 * h], sacc[mt][nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            mx = fmaxf(acc.m[mt][h], mx * sc);
+            mx = fmaxf(acc.m[mt][h], mx * sc(mt, h));
             // A row with every key so far masked keeps m = -inf; subtract 0
             // then, so exp gives 0 rather than NaN.
             const float mu = mx == -INFINITY ? 0.f : mx;
@@ -689,8 +785,8 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const float p0 = exp_s(fmaf(sacc[mt][nt][2 * h], sc, nmu));
-                const float p1 = exp_s(fmaf(sacc[mt][nt][2 * h + 1], sc, nmu));
+                const float p0 = exp_s(fmaf(sacc[mt][nt][2 * h], sc(mt, h), nmu));
+                const float p1 = exp_s(fmaf(sacc[mt][nt][2 * h + 1], sc(mt, h), nmu));
                 sacc[mt][nt][2 * h] = p0;
                 sacc[mt][nt][2 * h + 1] = p1;
                 sum += p0 + p1;
@@ -705,7 +801,7 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             }
         }
 
-    if constexpr (kFP8) {
+    if constexpr (kByte) {
         if constexpr (kPVAccum) {
             // Two-level accumulation: this tile's P V in a fresh
             // accumulator, then O = O * alpha + tile in fp32.
@@ -764,9 +860,10 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
 
 // attend folds one K/V tile (keys kv0..kv0+BN-1) into the warp's state.
 __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, uint32_t sk, uint32_t sv,
-                                       int m0, int kv0, int s, float sc, int wm, int wn, int lane) {
+                                       int m0, int kv0, int s, const RowScale& sc, const float* krs, int wm, int wn,
+                                       int lane) {
     Scores sacc;
-    scores(sacc, qf, sq, sk, wm, wn, lane);
+    scores(sacc, qf, sq, sk, wm, wn, lane, krs, kv0, s);
     mask(sacc, m0, kv0, s, wm, wn, lane);
     softmax_pv(acc, sacc, sv, sc, wn, lane);
 }
@@ -899,29 +996,29 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
                 if (row >= p.s) continue;
                 const float l = acc.l[mt][h];
                 // A row with no key writes 0. fp8 V's dequantisation scale
-                // applies to the whole row.
+                // applies to the whole row, int8 V's per column.
                 const float inv = l > 0.f ? (kFP8 ? p.v_scale : 1.f) / l : 0.f;
-                if constexpr (kFP8) {
+                if constexpr (kByte) {
                     // Tiles 2c' and 2c'+1 hold columns 16c' + 4t + {0, 2}
                     // and {1, 3}: four adjacent columns a thread.
-                    if constexpr (kSplit == 1) {
-                        oelem* o = static_cast<oelem*>(p.o) + (head + row) * D;
 #pragma unroll
-                        for (int dt = c * kDTW; dt < (c + 1) * kDTW; dt += 2) {
-                            const float* ev = acc.o[mt][dt];
-                            const float* od = acc.o[mt][dt + 1];
-                            *reinterpret_cast<uint2*>(o + (dt / 2) * 16 + t4 * 4) =
-                                make_uint2(pack2(ev[2 * h] * inv, od[2 * h] * inv),
-                                           pack2(ev[2 * h + 1] * inv, od[2 * h + 1] * inv));
+                    for (int dt = c * kDTW; dt < (c + 1) * kDTW; dt += 2) {
+                        const int col = (dt / 2) * 16 + t4 * 4;
+                        float4 f = make_float4(inv, inv, inv, inv);
+                        if constexpr (kInt8) {
+                            const float4 vs = __ldg(reinterpret_cast<const float4*>(p.v_col_scale + (size_t)w.bh * D + col));
+                            f = make_float4(inv * vs.x, inv * vs.y, inv * vs.z, inv * vs.w);
                         }
-                    } else {
-                        float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
-#pragma unroll
-                        for (int dt = c * kDTW; dt < (c + 1) * kDTW; dt += 2) {
-                            const float* ev = acc.o[mt][dt];
-                            const float* od = acc.o[mt][dt + 1];
-                            *reinterpret_cast<float4*>(o + (dt / 2) * 16 + t4 * 4) =
-                                make_float4(ev[2 * h] * inv, od[2 * h] * inv, ev[2 * h + 1] * inv, od[2 * h + 1] * inv);
+                        const float* ev = acc.o[mt][dt];
+                        const float* od = acc.o[mt][dt + 1];
+                        const float o0 = ev[2 * h] * f.x, o1 = od[2 * h] * f.y;
+                        const float o2 = ev[2 * h + 1] * f.z, o3 = od[2 * h + 1] * f.w;
+                        if constexpr (kSplit == 1) {
+                            oelem* o = static_cast<oelem*>(p.o) + (head + row) * D;
+                            *reinterpret_cast<uint2*>(o + col) = make_uint2(pack2(o0, o1), pack2(o2, o3));
+                        } else {
+                            float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
+                            *reinterpret_cast<float4*>(o + col) = make_float4(o0, o1, o2, o3);
                         }
                     }
                 } else if constexpr (kSplit == 1) {
@@ -955,6 +1052,30 @@ __device__ __forceinline__ float softmax_scale(const SdpaParams& p) {
     return p.scale * (kFP8 ? p.q_scale * p.k_scale : 1.f) * (kFastExp ? kLog2e : 1.f);
 }
 
+// row_scale sets r to the factor of the raw scores in the exponent for the
+// thread's rows of tile w: sc (softmax_scale), times each query row's scale
+// with int8 (rows past s take the last row's; they are never stored).
+__device__ __forceinline__ void row_scale(RowScale& r, const SdpaParams& p, const Tile& w, float sc, int wm,
+                                          int lane) {
+    if constexpr (!kInt8) {
+        r.v[0][0] = sc;
+    } else {
+        const float* qrs = p.q_row_scale + (size_t)w.bh * p.s;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = w.m0 + wm * kRowsPerWarp + mt * 16 + (lane >> 2) + 8 * h;
+                r.v[mt][h] = sc * __ldg(qrs + cmin(row, p.s - 1));
+            }
+    }
+}
+
+// k_row_scales is the head's K row scales with int8, else null.
+__device__ __forceinline__ const float* k_row_scales(const SdpaParams& p, const Tile& w) {
+    return kInt8 ? p.k_row_scale + (size_t)w.bh * p.s : nullptr;
+}
+
 // With kSplitFirst the cooperative pipeline loads the first K/V tile of a
 // query block as two cp.async groups, K then V, and starts that tile's
 // scores once K has landed. Measured on the H100 (kernels/NOTES.md): 5%
@@ -977,6 +1098,9 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
         QFrag qf;
         if constexpr (kPersistent) __syncthreads();  // the last tile's readers are done
         if (w.nkb > 0) {
+            RowScale rs;
+            row_scale(rs, p, w, sc, wm, lane);
+            const float* krs = k_row_scales(p, w);
             const size_t head = (size_t)w.bh * p.s * D;
             const elem* q = static_cast<const elem*>(p.q) + head;
             const elem* k = static_cast<const elem*>(p.k) + head;
@@ -1016,11 +1140,11 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                 if (kStages - 1 < w.nkb) load_kv(kStages - 1);
                 cp_async_commit();
                 Scores sacc;
-                scores(sacc, qf, smem_addr(sq), k_at(0), wm, wn, lane);
+                scores(sacc, qf, smem_addr(sq), k_at(0), wm, wn, lane, krs, w.kb0 * BN, p.s);
                 mask(sacc, w.m0, w.kb0 * BN, p.s, wm, wn, lane);
                 cp_async_wait<kStages - 1>();
                 __syncthreads();
-                softmax_pv(acc, sacc, k_at(0) + kTileElems * kEsz, sc, wn, lane);
+                softmax_pv(acc, sacc, k_at(0) + kTileElems * kEsz, rs, wn, lane);
                 j0 = 1;
             }
             for (int j = j0; j < w.nkb; ++j) {
@@ -1041,8 +1165,8 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                     if (j + kStages - 1 < w.nkb) load_kv(j + kStages - 1);
                     cp_async_commit();  // empty groups keep the count fixed
                 }
-                attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, sc, wm,
-                       wn, lane);
+                attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, rs, krs,
+                       wm, wn, lane);
                 if constexpr (kStages == 1) __syncthreads();  // the slot is free for the next load
             }
         }
@@ -1113,6 +1237,9 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
         QFrag qf;
         if constexpr (kPersistent) consumer_sync();  // the last tile's Q readers are done
         if (w.nkb > 0) {
+            RowScale rs;
+            row_scale(rs, p, w, sc, wm, lane);
+            const float* krs = k_row_scales(p, w);
             const elem* q = static_cast<const elem*>(p.q) + (size_t)w.bh * p.s * D;
             load_tile<BM, kConsumerThreads>(sq, q, w.m0, p.s, tid);
             cp_async_commit();
@@ -1123,8 +1250,8 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
                 const int slot = it % kStages;
                 bar_sync(kBarFull + slot, kThreads);
                 const uint32_t sk = smem_addr(ring + slot * 2 * kTileElems);
-                attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, sc, wm, wn,
-                       lane);
+                attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, rs, krs, wm,
+                       wn, lane);
                 bar_arrive(kBarEmpty + slot, kThreads);
             }
         }
