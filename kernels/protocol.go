@@ -39,8 +39,8 @@ type Request struct {
 	Cubin    string      `json:"cubin,omitempty"` // path of the candidate's cubin
 	Plan     Plan        `json:"plan"`
 	Shape    space.Shape `json:"shape"`
-	Dtype    string      `json:"dtype,omitempty"`     // "fp16", "bf16" or "fp8"
-	OutDtype string      `json:"out_dtype,omitempty"` // fp8's output, "fp16" (default) or "bf16"
+	Dtype    string      `json:"dtype,omitempty"`     // "fp16", "bf16", "fp8" or "int8"
+	OutDtype string      `json:"out_dtype,omitempty"` // fp8's and int8's output, "fp16" (default) or "bf16"
 	Causal   bool        `json:"causal,omitempty"`
 	Scale    float64     `json:"scale,omitempty"` // softmax scale; 0 means 1/sqrt(D)
 
@@ -84,8 +84,10 @@ type Response struct {
 	Repeatable bool    `json:"repeatable,omitempty"` // a second run gave bitwise the same output
 	OutStd     float64 `json:"out_std,omitempty"`    // standard deviation of the candidate's output
 	RefStd     float64 `json:"ref_std,omitempty"`    // and of the reference
-	// fp8: end-to-end error against fp32 attention on the unquantised
-	// inputs, and the dequantisation scales the inputs were quantised with.
+	// fp8 and int8: end-to-end error against fp32 attention on the
+	// unquantised inputs, and the dequantisation scales the inputs were
+	// quantised with: fp8's one a tensor; for int8, whose scales are one a
+	// row of Q and K and one a column of V, the largest of each tensor.
 	E2ECos    float64 `json:"e2e_cos,omitempty"`
 	E2ERelL1  float64 `json:"e2e_rel_l1,omitempty"`
 	E2EMaxAbs float64 `json:"e2e_max_abs,omitempty"`

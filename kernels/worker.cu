@@ -18,6 +18,18 @@
 // one on the unquantised inputs (end to end: cosine similarity, relative L1
 // and max abs error).
 //
+// int8 (dtype "int8"): the same, with symmetric INT8 bytes and fine scales:
+// each row (token) of Q and K is quantised by its own amax, each column of V
+// by its amax over the head's s rows; scale = amax / 127 (1 for an all-zero
+// row or column) and byte = clamp(rint(x / scale), -127, 127), rint rounding
+// ties to even. The kernel gets the three scale arrays as device pointers in
+// SdpaParams (q_row_scale, k_row_scale: [b, h, s]; v_col_scale: [b, h, d]).
+// The references are fp32 attention on the dequantised inputs (byte x scale)
+// and on the unquantised ones, as for fp8; the check response's q_scale,
+// k_scale and v_scale are the largest row (Q, K) or column (V) scale of each
+// tensor. Timing inputs are bytes uniform over [-127, 127] with every scale
+// 1/127, so that they stand for U(-1, 1) as the other dtypes' do.
+//
 // Self-test: worker --dump-ref DIR --shape BxHxSxD --dtype fp16|bf16 --seed N
 //            [--causal] [--scale X] [--input-scale X]
 // writes the seeded inputs and the fp32 reference so that bench/torch_sdpa.py
@@ -516,7 +528,11 @@ private:
 // ---------------------------------------------------------------------------
 // Requests
 
-enum class Dtype { F16, BF16, FP8 };
+enum class Dtype { F16, BF16, FP8, INT8 };
+
+// quantized says whether t's inputs are quantised from fp32 with
+// dequantisation scales, writing O in fp16 or bf16.
+bool quantized(Dtype t) { return t == Dtype::FP8 || t == Dtype::INT8; }
 
 struct LaunchSpec {
     std::string kernel;
@@ -534,7 +550,7 @@ struct Request {
     long long lseOffsetBytes = 0;
     int b = 0, h = 0, s = 0, d = 0;
     Dtype dtype = Dtype::F16;
-    Dtype outDtype = Dtype::F16;  // the input dtype, or fp16 / bf16 for fp8
+    Dtype outDtype = Dtype::F16;  // the input dtype, or fp16 / bf16 for fp8 and int8
     bool normal = false;          // inputs ~ N(0, input_scale^2) instead of U(-input_scale, input_scale)
     bool causal = false;
     double scale = 0;
@@ -548,27 +564,31 @@ struct Request {
     bool eager = false;
 
     size_t elems() const { return static_cast<size_t>(b) * h * s * d; }
-    size_t inElemBytes() const { return dtype == Dtype::FP8 ? 1 : 2; }
+    size_t inElemBytes() const { return quantized(dtype) ? 1 : 2; }
     float softmaxScale() const { return scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(d)); }
 };
 
-const char* dtypeName(Dtype t) { return t == Dtype::F16 ? "fp16" : t == Dtype::BF16 ? "bf16" : "fp8"; }
+const char* dtypeName(Dtype t) {
+    return t == Dtype::F16 ? "fp16" : t == Dtype::BF16 ? "bf16" : t == Dtype::FP8 ? "fp8" : "int8";
+}
 
 Dtype parseDtype(const std::string& s, const char* what) {
     if (s == "fp16") return Dtype::F16;
     if (s == "bf16") return Dtype::BF16;
     if (s == "fp8") return Dtype::FP8;
-    throw BadRequest(format("%s %s: want fp16, bf16 or fp8", what, s.empty() ? "(empty)" : s.c_str()));
+    if (s == "int8") return Dtype::INT8;
+    throw BadRequest(format("%s %s: want fp16, bf16, fp8 or int8", what, s.empty() ? "(empty)" : s.c_str()));
 }
 
-// parseOutDtype reads out_dtype: empty means the input dtype (fp16 for fp8);
-// fp8 inputs write fp16 or bf16, the others their own dtype.
+// parseOutDtype reads out_dtype: empty means the input dtype (fp16 for fp8
+// and int8); fp8 and int8 inputs write fp16 or bf16, the others their own
+// dtype.
 Dtype parseOutDtype(const std::string& s, Dtype in) {
-    if (s.empty()) return in == Dtype::FP8 ? Dtype::F16 : in;
+    if (s.empty()) return quantized(in) ? Dtype::F16 : in;
     Dtype o = parseDtype(s, "field out_dtype:");
-    if (in == Dtype::FP8 ? o == Dtype::FP8 : o != in)
+    if (quantized(in) ? quantized(o) : o != in)
         throw BadRequest(format("field out_dtype: %s with dtype %s: want %s", s.c_str(), dtypeName(in),
-                                in == Dtype::FP8 ? "fp16 or bf16" : dtypeName(in)));
+                                quantized(in) ? "fp16 or bf16" : dtypeName(in)));
     return o;
 }
 
@@ -668,6 +688,27 @@ __host__ __device__ inline uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// int8Scale is the dequantisation scale of a row or column whose largest
+// magnitude is amax: amax / 127, so that amax's byte is +-127; 1 where that
+// is not positive (an all-zero row, or an amax so small that amax / 127
+// underflows), so that every scale is finite and positive.
+__host__ __device__ inline float int8Scale(float amax) {
+    float scale = amax / 127.0f;
+    return scale > 0 ? scale : 1.0f;
+}
+
+// int8Code is x's symmetric INT8 byte for the dequantisation scale scale:
+// x / scale (IEEE division: the worker is built without fast math) rounded
+// to the nearest integer, ties to even (rintf in the default rounding mode,
+// cvt.rni on the device, as fp8model.QuantizeInt8's math.RoundToEven), and
+// clamped to [-127, 127]; -128 is never used, so that the range is
+// symmetric. Clamping is done on the float, before the conversion, so that
+// no out-of-range float is ever converted.
+__host__ __device__ inline int8_t int8Code(float x, float scale) {
+    float q = rintf(x / scale);
+    return static_cast<int8_t>(fminf(fmaxf(q, -127.0f), 127.0f));
+}
+
 template <typename T> __device__ inline float toFloat(T x);
 template <> __device__ inline float toFloat<__half>(__half x) { return __half2float(x); }
 template <> __device__ inline float toFloat<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -680,6 +721,8 @@ template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { 
 // E4M3 rounds to nearest and saturates at +-448, as a quantiser would.
 template <> __device__ inline __nv_fp8_e4m3 fromFloat<__nv_fp8_e4m3>(float x) { return __nv_fp8_e4m3(x); }
 template <> __device__ inline float fromFloat<float>(float x) { return x; }
+// int8 timing inputs are bytes drawn directly: x rounded and clamped to [-127, 127].
+template <> __device__ inline int8_t fromFloat<int8_t>(float x) { return int8Code(x, 1.0f); }
 
 // fillUniform writes element i = dtype(round((2u-1)*scale)) with
 // u = top 24 bits of splitmix64(key + (i+1)*golden) / 2^24: counter based, so
@@ -716,6 +759,68 @@ __global__ void quantizeE4M3(const float* x, __nv_fp8_e4m3* out, size_t n, float
     size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
         out[i] = __nv_fp8_e4m3(x[i] * inv);
+}
+
+// quantizeRowsInt8 quantises each of rows rows of d floats by its own amax,
+// one warp a row (blockDim.x a multiple of 32): scales[row] =
+// int8Scale(amax of the row), out = int8Code(x, scales[row]). Q's and K's
+// rows are tokens of one head, so scales is [b, h, s].
+__global__ void quantizeRowsInt8(const float* x, int8_t* out, float* scales, size_t rows, int d) {
+    const int lane = threadIdx.x & 31;
+    const size_t warpsPerBlock = blockDim.x >> 5;
+    const size_t warps = static_cast<size_t>(gridDim.x) * warpsPerBlock;
+    // row is the same for the warp's 32 lanes, so all of them take part in
+    // every shuffle.
+    for (size_t row = static_cast<size_t>(blockIdx.x) * warpsPerBlock + (threadIdx.x >> 5); row < rows; row += warps) {
+        const float* xr = x + row * d;
+        float amax = 0;
+        for (int c = lane; c < d; c += 32) amax = fmaxf(amax, fabsf(xr[c]));
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float scale = int8Scale(amax);
+        if (lane == 0) scales[row] = scale;
+        int8_t* outr = out + row * d;
+        for (int c = lane; c < d; c += 32) outr[c] = int8Code(xr[c], scale);
+    }
+}
+
+// quantizeColsInt8 quantises each column of each head of x ([heads, s, d])
+// by its own amax over the head's s rows, one thread a column (neighbouring
+// threads read neighbouring columns, so loads coalesce): scales[head * d +
+// c] = int8Scale(amax of the column) ([b, h, d] for V), out = int8Code(x,
+// that scale).
+__global__ void quantizeColsInt8(const float* x, int8_t* out, float* scales, size_t heads, int s, int d) {
+    const size_t cols = heads * d;
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t col = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols; col += stride) {
+        const size_t head = col / d;
+        const size_t first = head * s * d + col % d;  // the column's element in row 0
+        float amax = 0;
+        for (int j = 0; j < s; j++) amax = fmaxf(amax, fabsf(x[first + static_cast<size_t>(j) * d]));
+        const float scale = int8Scale(amax);
+        scales[col] = scale;
+        for (int j = 0; j < s; j++) {
+            const size_t i = first + static_cast<size_t>(j) * d;
+            out[i] = int8Code(x[i], scale);
+        }
+    }
+}
+
+// dequantizeInt8 writes out[i] = x[i] * its scale: the scale of its row
+// (scales [heads, s]) or, with perColumn, of its head's column (scales
+// [heads, d]), for n = heads * s * d elements.
+__global__ void dequantizeInt8(const int8_t* x, const float* scales, float* out, size_t n, int s, int d, bool perColumn) {
+    const size_t headElems = static_cast<size_t>(s) * d;
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const size_t sc = perColumn ? i / headElems * d + i % d : i / d;
+        out[i] = static_cast<float>(x[i]) * scales[sc];
+    }
+}
+
+// fillConstant writes value to n floats.
+__global__ void fillConstant(float* x, size_t n, float value) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] = value;
 }
 
 constexpr int kRefThreads = 256;
@@ -924,16 +1029,33 @@ private:
     size_t n_ = 0;
 };
 
+// InputScales are the dequantisation scales a kernel gets in SdpaParams:
+// fp8's one a tensor, int8's device arrays of one a row (Q, K: [b, h, s])
+// and one a column (V: [b, h, d]). fp16 and bf16 inputs have none.
+struct InputScales {
+    float q = 1, k = 1, v = 1;
+    const float* qRow = nullptr;
+    const float* kRow = nullptr;
+    const float* vCol = nullptr;
+};
+
 // A CaseData is a check case's inputs and reference output, kept on the
 // device because every candidate of a run is checked on the same cases.
 struct CaseData {
     std::string key;
     DeviceBuffer q, k, v, ref;
-    // fp8: the reference on the unquantised inputs and the dequantisation
-    // scales the inputs were quantised with.
+    // fp8 and int8: the reference on the unquantised inputs.
     DeviceBuffer refRaw;
+    // int8: the row (Q, K) and column (V) scales that scales points into.
+    DeviceBuffer qRowScale, kRowScale, vColScale;
+    InputScales scales;  // what the kernel gets
+    // What a check reports: fp8's tensor scales, int8's largest row (Q, K)
+    // or column (V) scale of each tensor.
     float qs = 1, ks = 1, vs = 1;
-    size_t bytes() const { return q.size() + k.size() + v.size() + ref.size() + refRaw.size(); }
+    size_t bytes() const {
+        return q.size() + k.size() + v.size() + ref.size() + refRaw.size() + qRowScale.size() + kRowScale.size() +
+               vColScale.size();
+    }
 };
 
 std::string caseKey(const Request& r) {
@@ -999,7 +1121,7 @@ public:
         runOnce(r, fns, cd, outBytes);
         unsigned blocks = gridFor(n, 256);
         CompareStats st = compare(r, cd.ref, static_cast<float>(r.atol), static_cast<float>(r.rtol));
-        if (r.dtype == Dtype::FP8) {
+        if (quantized(r.dtype)) {
             // End to end: against fp32 attention on the unquantised inputs.
             CompareStats e2e = compare(r, cd.refRaw, 0, 0);
             double cos = 0, relL1 = INFINITY, maxAbs = INFINITY;
@@ -1172,7 +1294,7 @@ public:
         size_t tensor = tensorStride_;
         for (int i = 0; i < calls; i++) {
             char* base = timeBuf_.get<char>() + static_cast<size_t>(i % timeSets_) * setStride_;
-            SdpaParams p = params(r, base, base + tensor, base + 2 * tensor, base + 3 * tensor);
+            SdpaParams p = params(r, base, base + tensor, base + 2 * tensor, base + 3 * tensor, timeScales_);
             launchPlan(r, fns, p);
         }
     }
@@ -1288,6 +1410,8 @@ private:
     int timeSets_ = 0;
     size_t setStride_ = 0;     // bytes of one set: Q, K, V, then O
     size_t tensorStride_ = 0;  // bytes from one input tensor of a set to the next
+    DeviceBuffer timeScaleBuf_;  // int8: the scales of every set (prepareTimeSets)
+    InputScales timeScales_;     // what the timed kernel gets
 
     CUstream cuStream() const { return reinterpret_cast<CUstream>(stream_); }
 
@@ -1341,8 +1465,7 @@ private:
         return fns;
     }
 
-    SdpaParams params(const Request& r, const void* q, const void* k, const void* v, void* o, float qs = 1, float ks = 1,
-                      float vs = 1) {
+    SdpaParams params(const Request& r, const void* q, const void* k, const void* v, void* o, const InputScales& sc) {
         SdpaParams p;
         memset(&p, 0, sizeof p);
         p.q = q;
@@ -1358,9 +1481,12 @@ private:
         p.s = r.s;
         p.d = r.d;
         p.scale = r.softmaxScale();
-        p.q_scale = qs;
-        p.k_scale = ks;
-        p.v_scale = vs;
+        p.q_scale = sc.q;
+        p.k_scale = sc.k;
+        p.v_scale = sc.v;
+        p.q_row_scale = sc.qRow;
+        p.k_row_scale = sc.kRow;
+        p.v_col_scale = sc.vCol;
         return p;
     }
 
@@ -1382,7 +1508,7 @@ private:
     void runOnce(const Request& r, const std::vector<CUfunction>& fns, CaseData& cd, size_t outBytes) {
         RT(cudaMemsetAsync(out_.get(), 0xFF, outBytes, stream_));
         if (r.workspaceBytes > 0) RT(cudaMemsetAsync(workspace_.get(), 0xFF, static_cast<size_t>(r.workspaceBytes), stream_));
-        SdpaParams p = params(r, cd.q.get(), cd.k.get(), cd.v.get(), out_.get(), cd.qs, cd.ks, cd.vs);
+        SdpaParams p = params(r, cd.q.get(), cd.k.get(), cd.v.get(), out_.get(), cd.scales);
         launchPlan(r, fns, p);
         checkCu(cuStreamSynchronize(cuStream()), "cuStreamSynchronize(after the candidate's launches)");
     }
@@ -1392,13 +1518,21 @@ private:
         RT(cudaGetLastError());
     }
 
-    // fillInputs fills Q, K and V in the input dtype; fp8 timing inputs are
-    // E4M3 values of U(-scale, scale) directly (checks quantise, fillCase).
+    // fillInputs fills Q, K and V in the input dtype for timing and for
+    // fp16 and bf16 checks (fp8 and int8 checks quantise fp32 inputs,
+    // caseData). fp8 timing inputs are E4M3 values of U(-scale, scale)
+    // directly; int8 timing inputs are bytes of U(-127 scale, 127 scale)
+    // rounded and clamped to [-127, 127], so that with scale 1 they spread
+    // over the whole int8 range (prepareTimeSets gives them scales 1/127).
     void fillInputs(Dtype dt, void* q, void* k, void* v, size_t n, uint64_t seed, float scale, bool normal = false) {
         if (dt == Dtype::FP8) {
             fill(static_cast<__nv_fp8_e4m3*>(q), n, tensorKey(seed, kTagQ), scale, normal);
             fill(static_cast<__nv_fp8_e4m3*>(k), n, tensorKey(seed, kTagK), scale, normal);
             fill(static_cast<__nv_fp8_e4m3*>(v), n, tensorKey(seed, kTagV), scale, normal);
+        } else if (dt == Dtype::INT8) {
+            fill(static_cast<int8_t*>(q), n, tensorKey(seed, kTagQ), 127.0f * scale, normal);
+            fill(static_cast<int8_t*>(k), n, tensorKey(seed, kTagK), 127.0f * scale, normal);
+            fill(static_cast<int8_t*>(v), n, tensorKey(seed, kTagV), 127.0f * scale, normal);
         } else if (dt == Dtype::F16) {
             fill(static_cast<__half*>(q), n, tensorKey(seed, kTagQ), scale, normal);
             fill(static_cast<__half*>(k), n, tensorKey(seed, kTagK), scale, normal);
@@ -1410,24 +1544,61 @@ private:
         }
     }
 
+    // amaxOf returns the largest |x| of n floats on the device.
+    float amaxOf(const float* x, size_t n) {
+        unsigned int bits = 0;
+        RT(cudaMemsetAsync(stats_.get(), 0, sizeof bits, stream_));
+        absMax<<<gridFor(n, 256), 256, 0, stream_>>>(x, n, stats_.get<unsigned int>());
+        RT(cudaGetLastError());
+        RT(cudaMemcpyAsync(&bits, stats_.get(), sizeof bits, cudaMemcpyDeviceToHost, stream_));
+        RT(cudaStreamSynchronize(stream_));
+        float amax;
+        memcpy(&amax, &bits, sizeof amax);
+        return amax;
+    }
+
     // quantize fills raw with fp32 inputs of tag's stream and writes their
     // E4M3 quantisation by the tensor's amax to out; it returns the
     // dequantisation scale.
     float quantize(const Request& r, DeviceBuffer& raw, DeviceBuffer& out, uint64_t tag) {
         size_t n = r.elems();
         fill(raw.get<float>(), n, tensorKey(r.seed, tag), static_cast<float>(r.inputScale), r.normal);
-        unsigned int bits = 0;
-        RT(cudaMemsetAsync(stats_.get(), 0, sizeof bits, stream_));
-        absMax<<<gridFor(n, 256), 256, 0, stream_>>>(raw.get<float>(), n, stats_.get<unsigned int>());
-        RT(cudaGetLastError());
-        RT(cudaMemcpyAsync(&bits, stats_.get(), sizeof bits, cudaMemcpyDeviceToHost, stream_));
-        RT(cudaStreamSynchronize(stream_));
-        float amax;
-        memcpy(&amax, &bits, sizeof amax);
+        float amax = amaxOf(raw.get<float>(), n);
         float scale = amax > 0 ? amax / 448.0f : 1.0f;
         quantizeE4M3<<<gridFor(n, 256), 256, 0, stream_>>>(raw.get<float>(), out.get<__nv_fp8_e4m3>(), n, scale);
         RT(cudaGetLastError());
         return scale;
+    }
+
+    // quantizeInt8 fills raw with fp32 inputs of tag's stream (fp8's inputs
+    // for the same request) and writes their INT8 quantisation to out and the
+    // dequantisation scales to scales: by rows ([b, h, s] scales, Q and K) or,
+    // with perColumn, by columns ([b, h, d] scales, V). It returns the
+    // largest scale.
+    float quantizeInt8(const Request& r, DeviceBuffer& raw, DeviceBuffer& out, DeviceBuffer& scales, uint64_t tag,
+                       bool perColumn) {
+        size_t n = r.elems();
+        size_t heads = static_cast<size_t>(r.b) * r.h;
+        fill(raw.get<float>(), n, tensorKey(r.seed, tag), static_cast<float>(r.inputScale), r.normal);
+        size_t count = heads * (perColumn ? r.d : r.s);
+        if (perColumn)
+            quantizeColsInt8<<<gridFor(count, 256), 256, 0, stream_>>>(raw.get<float>(), out.get<int8_t>(), scales.get<float>(),
+                                                                      heads, r.s, r.d);
+        else  // 256 threads are 8 warps: 8 rows a block
+            quantizeRowsInt8<<<gridFor(count, 256 / 32), 256, 0, stream_>>>(raw.get<float>(), out.get<int8_t>(),
+                                                                           scales.get<float>(), count, r.d);
+        RT(cudaGetLastError());
+        return amaxOf(scales.get<float>(), count);  // scales are positive: the largest magnitude is the largest scale
+    }
+
+    // dequantizeInt8Into writes the values of int8 inputs (byte x scale) to
+    // out, by rows or, with perColumn, by columns as quantizeInt8 scaled them.
+    void dequantizeInt8Into(const Request& r, const DeviceBuffer& in, const DeviceBuffer& scales, DeviceBuffer& out,
+                            bool perColumn) {
+        size_t n = r.elems();
+        dequantizeInt8<<<gridFor(n, 256), 256, 0, stream_>>>(in.get<int8_t>(), scales.get<float>(), out.get<float>(), n, r.s,
+                                                             r.d, perColumn);
+        RT(cudaGetLastError());
     }
 
     CaseData& caseData(const Request& r) {
@@ -1438,10 +1609,15 @@ private:
                 return cases_.front();
             }
         }
+        size_t n = r.elems();
+        size_t heads = static_cast<size_t>(r.b) * r.h;
+        size_t rows = heads * r.s;
+        size_t smem = (2 * static_cast<size_t>(r.d) + kRefThreads + 32) * sizeof(float);
+        if (smem > 48 * 1024) throw BadRequest(format("head dimension %d is too large for the reference", r.d));
         // Evict least recently used cases beyond a budget of 1 GiB or 64 cases
         // (fp8 checks up to 7 shapes x 3 input scales x 3 seeds = 63).
-        size_t n = r.elems();
-        size_t need = n * r.inElemBytes() * 3 + n * 4 * (r.dtype == Dtype::FP8 ? 2 : 1);
+        size_t need = n * r.inElemBytes() * 3 + n * 4 * (quantized(r.dtype) ? 2 : 1);
+        if (r.dtype == Dtype::INT8) need += (2 * rows + heads * r.d) * sizeof(float);
         size_t total = need;
         for (const CaseData& c : cases_) total += c.bytes();
         while (!cases_.empty() && (total > (1ull << 30) || cases_.size() >= 64)) {
@@ -1455,38 +1631,64 @@ private:
         cd.v.allocate(n * r.inElemBytes(), "check V");
         cd.ref.allocate(n * 4, "reference O");
         stats_.reserve(sizeof(CompareStats), "compare stats");
+        unsigned blocks = static_cast<unsigned>(std::min<size_t>(rows, 1u << 20));
+        float scale = r.softmaxScale();
+        // referenceF32 computes o from fp32 inputs.
+        auto referenceF32 = [&](const DeviceBuffer& q, const DeviceBuffer& k, const DeviceBuffer& v, DeviceBuffer& o) {
+            referenceAttention<float><<<blocks, kRefThreads, smem, stream_>>>(q.get<float>(), k.get<float>(), v.get<float>(),
+                                                                              o.get<float>(), rows, r.s, r.d, scale, r.causal);
+            RT(cudaGetLastError());
+        };
+        // The unquantised inputs of fp8 and int8; freed only after the
+        // synchronisation below, when no kernel reads them any more.
         DeviceBuffer rawQ, rawK, rawV;
-        if (r.dtype == Dtype::FP8) {
+        if (quantized(r.dtype)) {
             cd.refRaw.allocate(n * 4, "unquantised reference O");
             rawQ.allocate(n * 4, "unquantised Q");
             rawK.allocate(n * 4, "unquantised K");
             rawV.allocate(n * 4, "unquantised V");
+        }
+        if (r.dtype == Dtype::FP8) {
             cd.qs = quantize(r, rawQ, cd.q, kTagQ);
             cd.ks = quantize(r, rawK, cd.k, kTagK);
             cd.vs = quantize(r, rawV, cd.v, kTagV);
-        } else {
-            fillInputs(r.dtype, cd.q.get(), cd.k.get(), cd.v.get(), n, r.seed, static_cast<float>(r.inputScale), r.normal);
-        }
-        size_t rows = static_cast<size_t>(r.b) * r.h * r.s;
-        size_t smem = (2 * static_cast<size_t>(r.d) + kRefThreads + 32) * sizeof(float);
-        if (smem > 48 * 1024) throw BadRequest(format("head dimension %d is too large for the reference", r.d));
-        unsigned blocks = static_cast<unsigned>(std::min<size_t>(rows, 1u << 20));
-        float scale = r.softmaxScale();
-        if (r.dtype == Dtype::FP8) {
+            cd.scales.q = cd.qs;
+            cd.scales.k = cd.ks;
+            cd.scales.v = cd.vs;
             referenceAttention<__nv_fp8_e4m3><<<blocks, kRefThreads, smem, stream_>>>(
                 cd.q.get<__nv_fp8_e4m3>(), cd.k.get<__nv_fp8_e4m3>(), cd.v.get<__nv_fp8_e4m3>(), cd.ref.get<float>(), rows, r.s,
                 r.d, scale, r.causal, cd.qs, cd.ks, cd.vs);
             RT(cudaGetLastError());
-            referenceAttention<float><<<blocks, kRefThreads, smem, stream_>>>(
-                rawQ.get<float>(), rawK.get<float>(), rawV.get<float>(), cd.refRaw.get<float>(), rows, r.s, r.d, scale, r.causal);
-        } else if (r.dtype == Dtype::F16)
-            referenceAttention<__half><<<blocks, kRefThreads, smem, stream_>>>(
-                cd.q.get<__half>(), cd.k.get<__half>(), cd.v.get<__half>(), cd.ref.get<float>(), rows, r.s, r.d, scale, r.causal);
-        else
-            referenceAttention<__nv_bfloat16><<<blocks, kRefThreads, smem, stream_>>>(
-                cd.q.get<__nv_bfloat16>(), cd.k.get<__nv_bfloat16>(), cd.v.get<__nv_bfloat16>(), cd.ref.get<float>(), rows,
-                r.s, r.d, scale, r.causal);
-        RT(cudaGetLastError());
+            referenceF32(rawQ, rawK, rawV, cd.refRaw);
+        } else if (r.dtype == Dtype::INT8) {
+            cd.qRowScale.allocate(rows * sizeof(float), "int8 Q row scales");
+            cd.kRowScale.allocate(rows * sizeof(float), "int8 K row scales");
+            cd.vColScale.allocate(heads * r.d * sizeof(float), "int8 V column scales");
+            cd.qs = quantizeInt8(r, rawQ, cd.q, cd.qRowScale, kTagQ, false);
+            cd.ks = quantizeInt8(r, rawK, cd.k, cd.kRowScale, kTagK, false);
+            cd.vs = quantizeInt8(r, rawV, cd.v, cd.vColScale, kTagV, true);
+            cd.scales.qRow = cd.qRowScale.get<float>();
+            cd.scales.kRow = cd.kRowScale.get<float>();
+            cd.scales.vCol = cd.vColScale.get<float>();
+            referenceF32(rawQ, rawK, rawV, cd.refRaw);
+            // The unquantised inputs' buffers, read by now in stream order,
+            // take the dequantised inputs for the reference on those.
+            dequantizeInt8Into(r, cd.q, cd.qRowScale, rawQ, false);
+            dequantizeInt8Into(r, cd.k, cd.kRowScale, rawK, false);
+            dequantizeInt8Into(r, cd.v, cd.vColScale, rawV, true);
+            referenceF32(rawQ, rawK, rawV, cd.ref);
+        } else {
+            fillInputs(r.dtype, cd.q.get(), cd.k.get(), cd.v.get(), n, r.seed, static_cast<float>(r.inputScale), r.normal);
+            if (r.dtype == Dtype::F16)
+                referenceAttention<__half><<<blocks, kRefThreads, smem, stream_>>>(
+                    cd.q.get<__half>(), cd.k.get<__half>(), cd.v.get<__half>(), cd.ref.get<float>(), rows, r.s, r.d, scale,
+                    r.causal);
+            else
+                referenceAttention<__nv_bfloat16><<<blocks, kRefThreads, smem, stream_>>>(
+                    cd.q.get<__nv_bfloat16>(), cd.k.get<__nv_bfloat16>(), cd.v.get<__nv_bfloat16>(), cd.ref.get<float>(), rows,
+                    r.s, r.d, scale, r.causal);
+            RT(cudaGetLastError());
+        }
         RT(cudaStreamSynchronize(stream_));
         cases_.push_front(std::move(cd));
         return cases_.front();
@@ -1495,6 +1697,12 @@ private:
     // prepareTimeSets allocates enough input sets that one pass over them
     // exceeds twice the L2 size, so each call reads its inputs from memory
     // as it would in a real model; no_rotate keeps one L2-hot set.
+    //
+    // int8's scale arrays, every scale 1/127 so that the bytes stand for
+    // U(-1, 1) as the other dtypes' timing inputs do, are kept once for all
+    // the sets, not rotated: Q's and K's row scales are 4/d of their bytes
+    // and V's column scales 4/s of V's, so rotating them would change little
+    // of the traffic.
     void prepareTimeSets(const Request& r) {
         size_t n = r.elems();
         size_t tensor = (n * r.inElemBytes() + 255) / 256 * 256;
@@ -1503,6 +1711,8 @@ private:
         if (key == timeKey_) return;
         timeKey_.clear();
         timeBuf_.release();
+        timeScaleBuf_.release();
+        timeScales_ = InputScales();
         size_t freeBytes = 0, totalBytes = 0;
         RT(cudaMemGetInfo(&freeBytes, &totalBytes));
         size_t cap = std::min<size_t>(2ull << 30, freeBytes / 2);
@@ -1517,6 +1727,21 @@ private:
             fillInputs(r.dtype, base, base + tensor, base + 2 * tensor, n, 0x7157ull + i, 1.0f);
             RT(cudaMemsetAsync(base + 3 * tensor, 0, n * 2, stream_));
         }
+        if (r.dtype == Dtype::INT8) {
+            size_t heads = static_cast<size_t>(r.b) * r.h;
+            // Q's row scales, K's and V's column scales, each array from a
+            // multiple of 256 bytes as cudaMalloc aligns the check cases'.
+            size_t rowBytes = (heads * r.s * sizeof(float) + 255) / 256 * 256;
+            size_t bytes = 2 * rowBytes + heads * r.d * sizeof(float);
+            timeScaleBuf_.allocate(bytes, "timing int8 scales");
+            size_t count = bytes / sizeof(float);
+            fillConstant<<<gridFor(count, 256), 256, 0, stream_>>>(timeScaleBuf_.get<float>(), count, 1.0f / 127.0f);
+            RT(cudaGetLastError());
+            const char* base = timeScaleBuf_.get<char>();
+            timeScales_.qRow = reinterpret_cast<const float*>(base);
+            timeScales_.kRow = reinterpret_cast<const float*>(base + rowBytes);
+            timeScales_.vCol = reinterpret_cast<const float*>(base + 2 * rowBytes);
+        }
         RT(cudaStreamSynchronize(stream_));
         timeKey_ = key;
         timeSets_ = static_cast<int>(sets);
@@ -1530,7 +1755,7 @@ private:
         capturing_ = true;
         for (int i = 0; i < calls; i++) {
             char* base = timeBuf_.get<char>() + static_cast<size_t>(i % timeSets_) * setStride_;
-            SdpaParams p = params(r, base, base + tensor, base + 2 * tensor, base + 3 * tensor);
+            SdpaParams p = params(r, base, base + tensor, base + 2 * tensor, base + 3 * tensor, timeScales_);
             launchPlan(r, fns, p);
         }
         CUgraph g = nullptr;
@@ -1672,7 +1897,7 @@ int dumpMain(int argc, char** argv) {
         if (sscanf(shape.c_str(), "%dx%dx%dx%d", &r.b, &r.h, &r.s, &r.d) != 4) throw BadRequest(format("--shape %s: want BxHxSxD", shape.c_str()));
         checkShape(r.b, r.h, r.s, r.d);
         r.dtype = parseDtype(dtype, "--dtype");
-        if (r.dtype == Dtype::FP8) throw BadRequest("--dtype fp8: --dump-ref writes fp16 and bf16 cases only");
+        if (quantized(r.dtype)) throw BadRequest(format("--dtype %s: --dump-ref writes fp16 and bf16 cases only", dtype.c_str()));
         r.outDtype = r.dtype;
         if (!(r.inputScale > 0)) throw BadRequest("--input-scale: must be positive");
         Worker worker;
