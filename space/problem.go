@@ -55,18 +55,25 @@ type Problem struct {
 	Family  string    `json:"family"`
 	Shapes  []Shape   `json:"shapes"`
 	Weights []float64 `json:"weights,omitempty"` // one per shape; empty means all 1
-	Dtype   string    `json:"dtype"`             // "fp16", "bf16" or "fp8" (E4M3 inputs)
+	Dtype   string    `json:"dtype"`             // "fp16", "bf16", "fp8" (E4M3 inputs) or "int8"
 	Causal  bool      `json:"causal"`
-	// OutDtype is fp8's output dtype: "" or "fp16", or "bf16".
+	// OutDtype is the output dtype of a quantised dtype (fp8, int8): "" or
+	// "fp16", or "bf16".
 	OutDtype string `json:"out_dtype,omitempty"`
 }
 
 // Dtypes lists the element types a problem may name, in the order help
-// text shows them: fp16 and bf16 inputs and outputs, and fp8 (E4M3 inputs
-// with per-tensor scales, fp16 or bf16 output).
-func Dtypes() []string { return []string{"fp16", "bf16", "fp8"} }
+// text shows them: fp16 and bf16 inputs and outputs, fp8 (E4M3 inputs with
+// per-tensor scales) and int8 (symmetric INT8 inputs with per-row Q and K
+// and per-column V scales), both with fp16 or bf16 output.
+func Dtypes() []string { return []string{"fp16", "bf16", "fp8", "int8"} }
 
-// DtypeList is Dtypes as help text says it: "fp16, bf16 or fp8".
+// Quantized reports whether dtype's inputs are one-byte quantised values
+// with dequantisation scales (fp8, int8): their output is fp16 or bf16, as
+// the problem's OutDtype chooses, not the input dtype.
+func Quantized(dtype string) bool { return dtype == "fp8" || dtype == "int8" }
+
+// DtypeList is Dtypes as help text says it: "fp16, bf16, fp8 or int8".
 func DtypeList() string {
 	d := Dtypes()
 	return strings.Join(d[:len(d)-1], ", ") + " or " + d[len(d)-1]
@@ -100,11 +107,11 @@ func (p Problem) Validate() error {
 		return fmt.Errorf("dtype %q: want %s", p.Dtype, DtypeList())
 	}
 	switch {
-	case p.OutDtype == "" || p.Dtype == "fp8" && (p.OutDtype == "fp16" || p.OutDtype == "bf16"):
-	case p.Dtype == "fp8":
-		return fmt.Errorf("output dtype %q: fp8 writes fp16 or bf16", p.OutDtype)
+	case p.OutDtype == "" || Quantized(p.Dtype) && (p.OutDtype == "fp16" || p.OutDtype == "bf16"):
+	case Quantized(p.Dtype):
+		return fmt.Errorf("output dtype %q: %s writes fp16 or bf16", p.OutDtype, p.Dtype)
 	default:
-		return fmt.Errorf("output dtype %q: only fp8 takes one (%s writes %s)", p.OutDtype, p.Dtype, p.Dtype)
+		return fmt.Errorf("output dtype %q: only fp8 and int8 take one (%s writes %s)", p.OutDtype, p.Dtype, p.Dtype)
 	}
 	if len(p.Weights) != 0 && len(p.Weights) != len(p.Shapes) {
 		return fmt.Errorf("%d weights for %d shapes", len(p.Weights), len(p.Shapes))
