@@ -257,28 +257,52 @@ func TestCompileSample(t *testing.T) {
 // each compiles, agrees with SharedBytes (the kernel's static_assert), and
 // the default does not spill.
 func TestCompileFP8Sample(t *testing.T) {
-	cc := newFP8Compiler(t)
-	for _, arch := range []string{"sm_89", "sm_90"} {
-		for pi, pr := range []struct {
-			d      int
-			causal bool
-			out    string
-		}{{64, false, "fp16"}, {128, true, "bf16"}} {
+	both := []string{"sm_89", "sm_90"}
+	compileQuantizedSample(t, newFP8Compiler(t), "fp8", 2, []quantizedSample{
+		{d: 64, out: "fp16", archs: both},
+		{d: 128, causal: true, out: "bf16", archs: both, first: 3},
+	})
+}
+
+// TestCompileInt8Sample is TestCompileFP8Sample for int8 with the nvcc on
+// PATH (11.8 builds IMMA): the covering sample at D=64 on the A100's and the
+// L4's architecture, and the first configs of D=128 causal with bf16 output
+// on the other two, so every target architecture builds int8.
+func TestCompileInt8Sample(t *testing.T) {
+	compileQuantizedSample(t, newCompiler(t), "int8", 3, []quantizedSample{
+		{d: 64, out: "fp16", archs: []string{"sm_80", "sm_89"}},
+		{d: 128, causal: true, out: "bf16", archs: []string{"sm_86", "sm_90"}, first: 3},
+	})
+}
+
+// A quantizedSample is one problem of a quantised dtype to compile a
+// covering sample of (its first configs only, when first > 0) on archs.
+type quantizedSample struct {
+	d      int
+	causal bool
+	out    string
+	archs  []string
+	first  int
+}
+
+func compileQuantizedSample(t *testing.T, cc *compiler, dtype string, seed uint64, problems []quantizedSample) {
+	for pi, pr := range problems {
+		for _, arch := range pr.archs {
 			tg, err := TargetFor(arch)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: "fp8", OutDtype: pr.out, Causal: pr.causal}
+			p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: dtype, OutDtype: pr.out, Causal: pr.causal}
 			s, err := SDPASpace(p, tg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sample := coverSample(s, rand.New(rand.NewPCG(2, uint64(pi))))
-			if pi == 1 {
-				sample = sample[:3]
+			sample := coverSample(s, rand.New(rand.NewPCG(seed, uint64(pi))))
+			if pr.first > 0 {
+				sample = sample[:pr.first]
 			}
 			for i, c := range sample {
-				name := fmt.Sprintf("%s/d%d_fp8_%s_causal%v/%02d", arch, pr.d, pr.out, pr.causal, i)
+				name := fmt.Sprintf("%s/d%d_%s_%s_causal%v/%02d", arch, pr.d, dtype, pr.out, pr.causal, i)
 				flags, err := s.Flags(c)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -315,6 +339,12 @@ func TestEveryKnobChangesCode(t *testing.T) {
 // space: every knob, the fp8-only ones included, on the E4M3 kernel.
 func TestEveryFP8KnobChangesCode(t *testing.T) {
 	everyKnobChangesCode(t, newFP8Compiler(t), "fp8")
+}
+
+// TestEveryInt8KnobChangesCode is TestEveryKnobChangesCode for the int8
+// space, pv_accum included, with the nvcc on PATH: 11.8 builds IMMA.
+func TestEveryInt8KnobChangesCode(t *testing.T) {
+	everyKnobChangesCode(t, newCompiler(t), "int8")
 }
 
 func everyKnobChangesCode(t *testing.T, cc *compiler, dtype string) {

@@ -45,8 +45,9 @@ type Family struct {
 	// PlanC renders Plan's rules as C, for the configs compiled at head
 	// dimension d, under prefix: the plan header export writes.
 	PlanC func(prefix string, configs []space.Config, d int) (string, error)
-	// Tolerance is the correctness gate for a dtype at input scale 1.
-	Tolerance func(dtype string) Tolerance
+	// Tolerance is the correctness gate for a dtype and its output dtype
+	// ("" for the default) at input scale 1.
+	Tolerance func(dtype, outDtype string) Tolerance
 	// CheckNVCC returns an error when an nvcc release is too old for dtype.
 	CheckNVCC func(dtype, release string) error
 	// FLOPs counts the floating-point operations of one call on shape s.

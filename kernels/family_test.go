@@ -69,7 +69,7 @@ func TestSDPAFamilyDeclaration(t *testing.T) {
 		if plan.Launches[0].Kernel != f.Entry() {
 			t.Errorf("%s: the plan launches %s first, not the entry kernel %s", dtype, plan.Launches[0].Kernel, f.Entry())
 		}
-		if tol := f.Tolerance(dtype); tol.MaxAbs <= 0 {
+		if tol := f.Tolerance(dtype, ""); tol.MaxAbs <= 0 {
 			t.Errorf("%s: tolerance %+v has no MaxAbs", dtype, tol)
 		}
 	}

@@ -68,13 +68,14 @@ type sdpaGeom struct {
 	minBlocks                int
 	split                    int
 	persistent               bool
-	// fp8: E4M3 inputs (one-byte tiles); pvFP8 and pvAccum are its knobs.
-	fp8, pvFP8, pvAccum bool
+	// oneByte: fp8 or int8 inputs (one-byte tiles), whose knob pvAccum is;
+	// pvFP8 is fp8's alone.
+	oneByte, pvFP8, pvAccum bool
 }
 
 // esz is the bytes of an input element.
 func (g sdpaGeom) esz() int {
-	if g.fp8 {
+	if g.oneByte {
 		return 1
 	}
 	return 2
@@ -134,19 +135,21 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 		}
 		*k.dst = n != 0
 	}
-	if _, ok := c["pv_fp8"]; ok {
-		g.fp8 = true
-		for _, k := range []struct {
-			name string
-			dst  *bool
-		}{{"pv_fp8", &g.pvFP8}, {"pv_accum", &g.pvAccum}} {
-			n, err := knobInt(c, k.name)
-			if err != nil {
-				return g, err
-			}
-			*k.dst = n != 0
+	// Only the one-byte dtypes declare pv_accum, and only fp8 pv_fp8.
+	for _, k := range []struct {
+		name string
+		dst  *bool
+	}{{"pv_accum", &g.pvAccum}, {"pv_fp8", &g.pvFP8}} {
+		if _, ok := c[k.name]; !ok {
+			continue
 		}
+		n, err := knobInt(c, k.name)
+		if err != nil {
+			return g, err
+		}
+		*k.dst = n != 0
 	}
+	_, g.oneByte = c["pv_accum"]
 	switch c["kv_layout"] {
 	case "pad":
 	case "swizzle":
@@ -173,11 +176,11 @@ func (g sdpaGeom) layoutErr() error {
 			g.blockN, g.warpsN, g.blockN/g.warpsN)
 	case g.rowsPerWarp > 64:
 		return fmt.Errorf("block_m=%d over %d warps gives %d rows per warp, more than 64", g.blockM, g.warpsM, g.rowsPerWarp)
-	case g.fp8 && g.colsPerWarp%32 != 0:
-		return fmt.Errorf("block_n=%d over %d warps gives %d key columns per warp; fp8 P V takes them 32 at a time",
+	case g.oneByte && g.colsPerWarp%32 != 0:
+		return fmt.Errorf("block_n=%d over %d warps gives %d key columns per warp; fp8 and int8 read one-byte V 32 keys at a time",
 			g.blockN, g.warpsN, g.colsPerWarp)
-	case g.fp8 && (g.d/8/g.warpsN)%2 != 0:
-		return fmt.Errorf("%d key slices at D=%d: fp8 keeps each pair of O's column tiles in one slice, so at most %d slices",
+	case g.oneByte && (g.d/8/g.warpsN)%2 != 0:
+		return fmt.Errorf("%d key slices at D=%d: fp8 and int8 keep each pair of O's column tiles in one slice, so at most %d slices",
 			g.warpsN, g.d, g.d/16)
 	}
 	return nil
@@ -195,7 +198,7 @@ func (g sdpaGeom) regEstimate() int {
 	if g.qInRegs {
 		r += mt * g.d * g.esz() / 8
 	}
-	if g.fp8 && g.pvAccum {
+	if g.oneByte && g.pvAccum {
 		r += mt * g.d / 2 // the tile's fresh P V accumulator
 	}
 	return r
@@ -273,6 +276,13 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 		s.Knobs = append(s.Knobs, sdpaFP8Knobs(d)...)
 		s.Defines = append(s.Defines,
 			space.Define{Macro: "SDPA_FP8", Value: "1"},
+			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})
+	}
+	if p.Dtype == "int8" {
+		// IMMA (mma.sync s8) is on every architecture the family targets.
+		s.Knobs = append(s.Knobs, sdpaInt8Knobs(d)...)
+		s.Defines = append(s.Defines,
+			space.Define{Macro: "SDPA_INT8", Value: "1"},
 			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})
 	}
 	if err := s.Validate(); err != nil {
@@ -416,14 +426,19 @@ func SDPAFLOPs(s space.Shape, causal bool) float64 {
 }
 
 // SDPABytes is the minimal HBM traffic of one call: Q, K and V read once
-// and O written once, in the input dtype (fp8: one-byte inputs, a two-byte
-// output).
+// and O written once, in the input dtype (fp8 and int8: one-byte inputs, a
+// two-byte output), and int8's scales read once (a float per row of Q and
+// of K, per column of V).
 func SDPABytes(s space.Shape, dtype string) float64 {
-	bytes := 8.0 // fp16 and bf16: four two-byte tensors
-	if dtype == "fp8" {
-		bytes = 3 + 2
+	bh := float64(s.B) * float64(s.H)
+	elems := bh * float64(s.S) * float64(s.D)
+	switch dtype {
+	case "fp8":
+		return (3 + 2) * elems
+	case "int8":
+		return (3+2)*elems + 4*bh*float64(2*s.S+s.D)
 	}
-	return bytes * float64(s.B) * float64(s.H) * float64(s.S) * float64(s.D)
+	return 8 * elems // fp16 and bf16: four two-byte tensors
 }
 
 // FP8Arch reports whether an architecture has E4M3 tensor cores (sm_89 and
@@ -435,7 +450,8 @@ func FP8Arch(arch string) bool { return arch == "sm_89" || arch == "sm_90" }
 const FP8MinNVCC = "12.4"
 
 // CheckNVCCFor returns an error when an nvcc release (as "12.4.131") is too
-// old for dtype.
+// old for dtype. Only fp8 asks for more than the oldest nvcc evotune
+// supports: int8's IMMA mma.sync is in PTX ISA 7.0, which nvcc 11.8 has.
 func CheckNVCCFor(dtype, release string) error {
 	if dtype != "fp8" {
 		return nil
@@ -519,8 +535,8 @@ func NVCCArgs(arch string, flags []string, srcDir, srcName, outCubin string) []s
 // A Tolerance is the correctness gate against the fp32 reference. An
 // element is bad when |o-ref| > Atol + Rtol·|ref|; a candidate passes when
 // the bad fraction is at most BadFrac and the max, mean and relative L2
-// errors are within MaxAbs, MeanAbs and RelL2. For fp8, E2ECos and E2ERelL1
-// bound the end-to-end error against fp32 attention on the unquantised
+// errors are within MaxAbs, MeanAbs and RelL2. For fp8 and int8, E2ECos and
+// E2ERelL1 bound the end-to-end error against fp32 attention on the unquantised
 // inputs (cosine similarity at least E2ECos, relative L1 at most E2ERelL1) at
 // input scale 1; zero means not gated.
 type Tolerance struct {
@@ -528,7 +544,8 @@ type Tolerance struct {
 	E2ECos, E2ERelL1                            float64
 }
 
-// ToleranceFor returns the gate for a dtype, at input scale 1.
+// ToleranceFor returns the gate for a dtype and its output dtype (a
+// quantised dtype's fp16 or bf16; "" is the default), at input scale 1.
 //
 // Why these numbers (fp16): the reference is computed in fp32 from the same
 // fp16 inputs, so the kernel's only errors are P rounded to fp16 before P·V
@@ -559,14 +576,34 @@ type Tolerance struct {
 // and relative L1 0.049 of fp32 at 1x1x512x64 (kernels/NOTES.md, "fp8");
 // no E4M3 kernel can do better. E2ECos 0.995 and E2ERelL1 0.10 leave 2x
 // that floor for the kernel's own error; the measured figures go into
-// every result.
-func ToleranceFor(dtype string) Tolerance {
+// every result. fp8's bound already covers a bf16 O's rounding (2^-9).
+//
+// int8 (INT8 inputs, per-row Q and K and per-column V scales, fp16 or bf16
+// output). Against the fp32 reference on the same dequantised inputs, S is
+// exact: the int32 dot product is exact and its two scales cost fp32's
+// rounding. V's bytes widen to fp16 exactly (integers below 2048) and its
+// column scale multiplies O after the sum. So the errors are those of the
+// fp16 kernel: P rounded to fp16 before P V, and O rounded to the output
+// dtype. The gate is fp16's with fp16 output and bf16's with bf16 output,
+// whose rounding of O is 8x coarser; this is why the gate takes the output
+// dtype. End to end, the inputs' INT8 rounding dominates: with per-row and
+// per-column amax scales each element is off by at most half a step,
+// amax/254, and the floor model (go run ./kernels/internal/fp8floor, the row
+// "int8 kernel: Q, K row; V INT8 channel; P fp16") puts exact attention on
+// the dequantised N(0,1) inputs at relative L1 0.010-0.012 and cosine above
+// 0.9999 at the bench shapes. E2ECos 0.999 and E2ERelL1 0.04 leave over 3x
+// that floor for the kernel's own error; they are provisional, to be set
+// from the figures measured on a GPU.
+func ToleranceFor(dtype, outDtype string) Tolerance {
 	if dtype == "fp8" {
 		return Tolerance{Atol: 0.065, Rtol: 0, MaxAbs: 0.065, MeanAbs: 0.02, RelL2: 0.05, BadFrac: 1e-4,
 			E2ECos: 0.995, E2ERelL1: 0.10}
 	}
 	t := Tolerance{Atol: 1e-3, Rtol: 1e-2, MaxAbs: 2e-3, MeanAbs: 1e-4, RelL2: 4e-3, BadFrac: 1e-4}
-	if dtype == "bf16" {
+	if dtype == "int8" {
+		t.E2ECos, t.E2ERelL1 = 0.999, 0.04
+	}
+	if dtype == "bf16" || dtype == "int8" && outDtype == "bf16" {
 		t.Atol *= 8
 		t.Rtol *= 8
 		t.MaxAbs *= 8

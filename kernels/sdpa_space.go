@@ -5,13 +5,13 @@ import "evotune/space"
 // sdpaName is the SDPA family's name, its problems' space.Problem.Family.
 const sdpaName = "sdpa"
 
-// sdpaFamily declares the SDPA forward family (fp16, bf16 and fp8 inputs)
-// for the runner and the command line. cp.async and bf16 tensor cores need
-// sm_80 or newer.
+// sdpaFamily declares the SDPA forward family (fp16, bf16, fp8 and int8
+// inputs) for the runner and the command line. cp.async, bf16 tensor cores
+// and int8's IMMA need sm_80 or newer.
 func sdpaFamily() Family {
 	return Family{
 		Name:      sdpaName,
-		Dtypes:    []string{"fp16", "bf16", "fp8"},
+		Dtypes:    []string{"fp16", "bf16", "fp8", "int8"},
 		Archs:     []string{"sm_80", "sm_86", "sm_87", "sm_89", "sm_90"},
 		Source:    SDPASource,
 		Worker:    WorkerSource,
@@ -56,23 +56,34 @@ func sdpaKnobs() []space.Knob {
 	}
 }
 
-// sdpaFP8Knobs declares the knobs only fp8 (E4M3) problems have. Their
-// presence in a config is what makes its geometry fp8's (one-byte tiles).
+// sdpaFP8Knobs declares the knobs only fp8 (E4M3) problems have. The
+// presence of pv_accum in a config is what makes its geometry one-byte
+// (fp8's and int8's tiles); pv_fp8 is fp8's alone.
+func sdpaFP8Knobs(d int) []space.Knob {
+	return []space.Knob{
+		{Name: "pv_fp8", Macro: "SDPA_PV_FP8", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
+			Doc: "P V in E4M3 (m16n8k32, P quantised as exp(s - m + 8 ln 2)) or in fp16 (V widened to fp16 in registers)"},
+		pvAccumKnob(d),
+	}
+}
+
+// sdpaInt8Knobs declares the knobs only int8 problems have: P V always runs
+// in fp16 with V widened in registers, so two-level accumulation is the one.
+func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
+
+// pvAccumKnob is the one-byte kernels' two-level P V accumulation.
 //
 // At D=128 the two-level accumulation holds a second 64-column O accumulator
-// per thread: the 64x64 default then needs 252 registers with nvcc 12.4 and
-// spills 24 B with 13.0 on sm_90 (device run 2026-11-25), so D=128 defaults
-// to one-level accumulation (204 registers) and leaves two-level to the
-// search and the gate.
-func sdpaFP8Knobs(d int) []space.Knob {
+// per thread: the 64x64 fp8 default then needs 252 registers with nvcc 12.4
+// and spills 24 B with 13.0 on sm_90 (device run 2026-11-25), so D=128
+// defaults to one-level accumulation (204 registers) and leaves two-level to
+// the search and the gate. int8 keeps the same tiles and accumulators, so
+// the same rule.
+func pvAccumKnob(d int) space.Knob {
 	accum := "1"
 	if d >= 128 {
 		accum = "0"
 	}
-	return []space.Knob{
-		{Name: "pv_fp8", Macro: "SDPA_PV_FP8", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
-			Doc: "P V in E4M3 (m16n8k32, P quantised as exp(s - m + 8 ln 2)) or in fp16 (V widened to fp16 in registers)"},
-		{Name: "pv_accum", Macro: "SDPA_PV_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: accum,
-			Doc: "two-level P V accumulation: each K/V tile into a fresh accumulator, added into the fp32 O"},
-	}
+	return space.Knob{Name: "pv_accum", Macro: "SDPA_PV_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: accum,
+		Doc: "two-level P V accumulation: each K/V tile into a fresh accumulator, added into the fp32 O"}
 }

@@ -313,6 +313,14 @@ func TestFLOPsAndBytes(t *testing.T) {
 	if got, want := SDPABytes(sh, "fp16"), 4.0*2*2*8*512*64; got != want {
 		t.Errorf("bytes = %g, want %g", got, want)
 	}
+	// fp8: three one-byte inputs and a two-byte output.
+	if got, want := SDPABytes(sh, "fp8"), 5.0*2*8*512*64; got != want {
+		t.Errorf("fp8 bytes = %g, want %g", got, want)
+	}
+	// int8: as fp8, plus a float per row of Q and K and per column of V.
+	if got, want := SDPABytes(sh, "int8"), 5.0*2*8*512*64+4*2*8*(512+512+64); got != want {
+		t.Errorf("int8 bytes = %g, want %g", got, want)
+	}
 }
 
 func TestValidSpaceSize(t *testing.T) {
@@ -373,12 +381,33 @@ func TestNVCCArgs(t *testing.T) {
 }
 
 func TestToleranceFor(t *testing.T) {
-	fp16, bf16 := ToleranceFor("fp16"), ToleranceFor("bf16")
+	fp16, bf16 := ToleranceFor("fp16", ""), ToleranceFor("bf16", "")
 	if fp16.MaxAbs <= 0 || fp16.MaxAbs > 2e-3 || fp16.Atol >= fp16.MaxAbs {
 		t.Errorf("fp16 tolerance %+v", fp16)
 	}
 	if bf16.MaxAbs != 8*fp16.MaxAbs || bf16.RelL2 <= fp16.RelL2 {
 		t.Errorf("bf16 tolerance %+v is not 8x fp16 %+v", bf16, fp16)
+	}
+	if fp16.E2ECos != 0 || fp16.E2ERelL1 != 0 || bf16.E2ECos != 0 {
+		t.Errorf("fp16 %+v or bf16 %+v gates end-to-end error: they have no quantised inputs", fp16, bf16)
+	}
+	// int8's kernel error is the fp16 kernel's, with O rounded to the
+	// output dtype; end to end it is gated as fp8 is.
+	for _, out := range []string{"", "fp16", "bf16"} {
+		got, want := ToleranceFor("int8", out), fp16
+		if out == "bf16" {
+			want = bf16
+		}
+		want.E2ECos, want.E2ERelL1 = got.E2ECos, got.E2ERelL1
+		if got != want {
+			t.Errorf("int8 with output %q: tolerance %+v, want %+v", out, got, want)
+		}
+		if !(got.E2ECos > 0.99 && got.E2ECos < 1 && got.E2ERelL1 > 0 && got.E2ERelL1 < ToleranceFor("fp8", out).E2ERelL1) {
+			t.Errorf("int8 with output %q: end-to-end gate cosine %g, relative L1 %g: want a gate tighter than fp8's", out, got.E2ECos, got.E2ERelL1)
+		}
+	}
+	if ToleranceFor("fp8", "bf16") != ToleranceFor("fp8", "") {
+		t.Error("fp8's gate depends on its output dtype: its bound already covers bf16's rounding")
 	}
 }
 

@@ -205,7 +205,7 @@ func (e *devEnv) devCheck(ctx context.Context, cubin string, c space.Config, sha
 		out.Why = out.Error
 		return out
 	}
-	tol := kernels.ToleranceFor(dtype)
+	tol := kernels.ToleranceFor(dtype, "")
 	resp, err := e.worker.Do(ctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin, Plan: plan, Shape: shape, Dtype: dtype,
 		Causal: causal, Seed: seed, Atol: tol.Atol, Rtol: tol.Rtol}, time.Minute)
 	switch {

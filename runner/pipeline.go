@@ -218,7 +218,7 @@ func NewPipeline(o PipelineOptions) (*Pipeline, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &Pipeline{o: o, tolerance: o.Family.Tolerance(o.Problem.Dtype), free: make(chan int, len(o.GPUs))}
+	p := &Pipeline{o: o, tolerance: o.Family.Tolerance(o.Problem.Dtype, o.Problem.OutDtype), free: make(chan int, len(o.GPUs))}
 	for i := range o.GPUs {
 		p.free <- i
 	}

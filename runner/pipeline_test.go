@@ -374,7 +374,7 @@ func TestPipelineOKResult(t *testing.T) {
 		t.Errorf("accuracy = %+v, want %d cases, worst max_abs_err at scale 4", r.Accuracy, len(cases))
 	}
 	// Every check request carries the case and the scaled tolerance.
-	tol := kernels.ToleranceFor("fp16")
+	tol := kernels.ToleranceFor("fp16", "")
 	var checks int
 	for _, req := range dev.requests() {
 		if req.Op != kernels.OpCheck {

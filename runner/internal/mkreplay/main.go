@@ -311,7 +311,7 @@ func (m model) result(c space.Config, seed uint64, started time.Time) (space.Res
 		r.Cost.CheckSec = 10
 		return finish(r), nil
 	}
-	tol := m.family.Tolerance(m.problem.Dtype)
+	tol := m.family.Tolerance(m.problem.Dtype, m.problem.OutDtype)
 	if g.fp8 {
 		// E4M3's rounding of P, and of the inputs end to end
 		// (kernels/NOTES.md, "fp8").
