@@ -23,7 +23,7 @@ var planCShapes = [][3]int{
 }
 
 // TestSDPAPlanC compiles the C that SDPAPlanC renders for a sample of every
-// space's valid configs (D=64 and 128, fp16 and fp8) and compares what it
+// space's valid configs (D=64 and 128, fp16, fp8 and int8) and compares what it
 // computes with SDPAPlan on many shapes and SM counts: the launcher that
 // export writes and the worker's plans cannot drift apart.
 func TestSDPAPlanC(t *testing.T) {
@@ -39,7 +39,7 @@ func TestSDPAPlanC(t *testing.T) {
 		d     int
 		dtype string
 		arch  string
-	}{{64, "fp16", "sm_90"}, {128, "fp16", "sm_80"}, {64, "fp8", "sm_89"}, {128, "fp8", "sm_90"}} {
+	}{{64, "fp16", "sm_90"}, {128, "fp16", "sm_80"}, {64, "fp8", "sm_89"}, {128, "fp8", "sm_90"}, {64, "int8", "sm_80"}} {
 		t.Run(fmt.Sprintf("d%d-%s-%s", tc.d, tc.dtype, tc.arch), func(t *testing.T) {
 			s, _ := mustSpace(t, tc.d, tc.dtype, false, tc.arch)
 			all := s.ValidConfigs()
