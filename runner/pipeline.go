@@ -91,10 +91,10 @@ var softmaxScales = [...]float64{1, 0.5, 2}
 // tile size divides (1, 77, 500), each with seeds 1, 2, 3 (softmax scales
 // 1, 0.5 and 2 over sqrt(D)) and input scales 1 and 4 (larger inputs make
 // softmax peakier, which stresses the running maximum and the
-// exponentials). fp8 adds S=512 and 4096 (one batch of at most two heads,
-// unless a problem shape has that length) and input scale 16, where scores
-// reach the hundreds: E4M3 inputs quantised by their amax never overflow,
-// but the row max and the exponentials must still hold.
+// exponentials). fp8 and int8 add S=512 and 4096 (one batch of at most two
+// heads, unless a problem shape has that length) and input scale 16, where
+// scores reach the hundreds: one-byte inputs quantised by their amax never
+// overflow, but the row max and the exponentials must still hold.
 func CheckCases(p space.Problem) []CheckCase {
 	shapes := slices.Clone(p.Shapes)
 	if len(shapes) == 0 {
@@ -109,7 +109,7 @@ func CheckCases(p space.Problem) []CheckCase {
 			shapes = append(shapes, t)
 		}
 	}
-	if p.Dtype == "fp8" {
+	if space.Quantized(p.Dtype) {
 		scales = append(scales, 16)
 		// The long sequences test a row's length, not the batch: one batch
 		// of at most two heads keeps a 4096-key case cheap (a problem of
@@ -414,7 +414,7 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 		acc.BadFrac = max(acc.BadFrac, resp.BadFrac)
 		acc.NaN = max(acc.NaN, resp.NaN)
 		acc.Inf = max(acc.Inf, resp.Inf)
-		if p.o.Problem.Dtype == "fp8" && cs.InputScale == 1 {
+		if space.Quantized(p.o.Problem.Dtype) && cs.InputScale == 1 {
 			// Recorded where it is gated: at input scale 1 (below).
 			if acc.E2ECos == 0 || resp.E2ECos < acc.E2ECos {
 				acc.E2ECos = resp.E2ECos
@@ -423,8 +423,8 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 		}
 		if cs.InputScale != 1 {
 			// End-to-end limits are for inputs at scale 1: larger inputs
-			// make scores large enough that E4M3's rounding of Q and K
-			// reorders near ties, which no kernel can undo.
+			// make scores large enough that the one-byte rounding of Q
+			// and K reorders near ties, which no kernel can undo.
 			tol.E2ECos, tol.E2ERelL1 = 0, 0
 		}
 		if why := accuracyFailure(resp, tol); why != "" {

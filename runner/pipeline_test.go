@@ -35,7 +35,7 @@ func testSpace() *space.Space {
 			{Name: "block", Macro: "BLOCK", Values: []string{"32", "64", "128"}, Default: "64"},
 			{Name: "mode", Macro: "MODE", Default: "ok", Values: []string{
 				"ok", "compile_error", "compile_timeout", "spill", "regs", "smem", "nokernel",
-				"wrong", "nan", "norepeat", "constant", "gpu_error", "died", "hang", "time_died", "fp8e2e"}},
+				"wrong", "nan", "norepeat", "constant", "gpu_error", "died", "hang", "time_died", "fp8e2e", "int8e2e"}},
 		},
 		Constraints: []space.Constraint{{Name: "no_128", Check: func(c space.Config) error {
 			if c["block"] == "128" {
@@ -55,7 +55,7 @@ func cfg(mode string) space.Config { return space.Config{"block": "64", "mode": 
 func testFamily() kernels.Family {
 	return kernels.Family{
 		Name:    "test",
-		Dtypes:  []string{"fp16", "fp8"},
+		Dtypes:  []string{"fp16", "fp8", "int8"},
 		Archs:   []string{"sm_89"},
 		Kernels: []string{"test_fwd"},
 		Space: func(space.Problem, kernels.Target) (*space.Space, error) {
@@ -208,6 +208,12 @@ func (d *fakeDevice) check(mode string, req kernels.Request) (kernels.Response, 
 		good.E2ECos, good.E2ERelL1 = 0.9987, 0.051
 		if req.InputScale > 1 {
 			good.E2ECos, good.E2ERelL1 = 0.945, 0.116
+		}
+	case "int8e2e":
+		// INT8's finer scales lose less, but larger inputs still lose more.
+		good.E2ECos, good.E2ERelL1 = 0.99993, 0.0118
+		if req.InputScale > 1 {
+			good.E2ECos, good.E2ERelL1 = 0.9951, 0.062
 		}
 	case "nan":
 		good.NaN = 12
@@ -697,11 +703,18 @@ func TestProbeTarget(t *testing.T) {
 	}
 }
 
-// TestCheckCasesFP8 checks fp8's cases: input scale 16 besides 1 and 4, and
-// the long sequences 512 and 4096 in one batch of at most two heads (cheap
-// beside a large problem), skipped where a problem shape has that length.
+// TestCheckCasesFP8 checks the cases of fp8 and int8: input scale 16
+// besides 1 and 4, and the long sequences 512 and 4096 in one batch of at
+// most two heads (cheap beside a large problem), skipped where a problem
+// shape has that length.
 func TestCheckCasesFP8(t *testing.T) {
-	p := space.Problem{Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: 64}}, Dtype: "fp8"}
+	for _, dtype := range []string{"fp8", "int8"} {
+		t.Run(dtype, func(t *testing.T) { checkCasesOneByte(t, dtype) })
+	}
+}
+
+func checkCasesOneByte(t *testing.T, dtype string) {
+	p := space.Problem{Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: 64}}, Dtype: dtype}
 	var shapes []space.Shape
 	scales := map[float64]bool{}
 	for _, c := range CheckCases(p) {
@@ -726,21 +739,29 @@ func TestCheckCasesFP8(t *testing.T) {
 	}
 }
 
-// TestPipelineFP8EndToEndAtScaleOne checks that an fp8 result records its
-// end-to-end accuracy where it is gated, over the input-scale-1 cases: the
-// larger input scales' worse figures (no kernel can undo E4M3's rounding of
-// large scores) are neither gated nor reported as the kernel's accuracy.
+// TestPipelineFP8EndToEndAtScaleOne checks that an fp8 or int8 result
+// records its end-to-end accuracy where it is gated, over the input-scale-1
+// cases: the larger input scales' worse figures (no kernel can undo the
+// one-byte rounding of large scores) are neither gated nor reported as the
+// kernel's accuracy. int8's figures at scale 16 would fail its own gate.
 func TestPipelineFP8EndToEndAtScaleOne(t *testing.T) {
-	p := newTestPipeline(t, &fakeCompiler{}, []*fakeDevice{{}}, func(o *PipelineOptions) {
-		o.Problem.Dtype = "fp8"
-		o.Problem.Shapes = []space.Shape{{B: 1, H: 2, S: 128, D: 64}}
-		o.Cases = CheckCases(o.Problem)
-	})
-	r := p.Evaluate(context.Background(), cfg("fp8e2e"))
-	if !r.OK() || r.Accuracy == nil {
-		t.Fatalf("result %s: %s (%+v)", r.Status, r.Reason, r.Accuracy)
-	}
-	if r.Accuracy.E2ECos != 0.9987 || r.Accuracy.E2ERelL1 != 0.051 {
-		t.Errorf("e2e cos %g, rel L1 %g; want the scale-1 figures 0.9987 and 0.051", r.Accuracy.E2ECos, r.Accuracy.E2ERelL1)
+	for _, c := range []struct {
+		dtype, mode string
+		cos, relL1  float64
+	}{{"fp8", "fp8e2e", 0.9987, 0.051}, {"int8", "int8e2e", 0.99993, 0.0118}} {
+		t.Run(c.dtype, func(t *testing.T) {
+			p := newTestPipeline(t, &fakeCompiler{}, []*fakeDevice{{}}, func(o *PipelineOptions) {
+				o.Problem.Dtype = c.dtype
+				o.Problem.Shapes = []space.Shape{{B: 1, H: 2, S: 128, D: 64}}
+				o.Cases = CheckCases(o.Problem)
+			})
+			r := p.Evaluate(context.Background(), cfg(c.mode))
+			if !r.OK() || r.Accuracy == nil {
+				t.Fatalf("result %s: %s (%+v)", r.Status, r.Reason, r.Accuracy)
+			}
+			if r.Accuracy.E2ECos != c.cos || r.Accuracy.E2ERelL1 != c.relL1 {
+				t.Errorf("e2e cos %g, rel L1 %g; want the scale-1 figures %g and %g", r.Accuracy.E2ECos, r.Accuracy.E2ERelL1, c.cos, c.relL1)
+			}
+		})
 	}
 }
