@@ -111,7 +111,13 @@ func TestSDPASpaceDefines(t *testing.T) {
 }
 
 func TestKnobsHaveMacrosAndDefaults(t *testing.T) {
-	s, _ := mustSpace(t, 64, "fp16", false, "sm_89")
+	for _, dtype := range []string{"fp16", "fp8", "int8"} {
+		t.Run(dtype, func(t *testing.T) { knobsHaveMacrosAndDefaults(t, dtype) })
+	}
+}
+
+func knobsHaveMacrosAndDefaults(t *testing.T, dtype string) {
+	s, _ := mustSpace(t, 64, dtype, false, "sm_89")
 	src := string(SDPASource().Files["sdpa.cu"])
 	for _, k := range s.Knobs {
 		if !slices.Contains(k.Values, k.Default) {
