@@ -146,6 +146,8 @@ func (b *Bundle) upper() string { return strings.ToUpper(b.Name) }
 
 func (b *Bundle) fp8() bool { return b.Problem.Dtype == "fp8" }
 
+func (b *Bundle) int8() bool { return b.Problem.Dtype == "int8" }
+
 func (b *Bundle) planHeader(plans string) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "/* %s_plan.h: the launch geometry of each config of %s_launch.cu.\n", b.Name, b.Name)
@@ -156,10 +158,11 @@ func (b *Bundle) planHeader(plans string) string {
 	return w.String()
 }
 
-// outDtype is the output's dtype: the input's, or fp8's fp16 or bf16.
+// outDtype is the output's dtype: the input's, or fp8's or int8's fp16 or
+// bf16.
 func (b *Bundle) outDtype() string {
 	switch {
-	case !b.fp8():
+	case !space.Quantized(b.Problem.Dtype):
 		return b.Problem.Dtype
 	case b.Problem.OutDtype == "bf16":
 		return "bf16"
@@ -172,10 +175,13 @@ func (b *Bundle) dtypes() (in, out string) {
 	switch b.Problem.Dtype {
 	case "bf16":
 		return "bf16 (__nv_bfloat16)", "bf16 (__nv_bfloat16)"
-	case "fp8":
+	case "fp8", "int8":
 		out = "fp16 (__half)"
 		if b.Problem.OutDtype == "bf16" {
 			out = "bf16 (__nv_bfloat16)"
+		}
+		if b.int8() {
+			return "int8 bytes (int8_t)", out
 		}
 		return "fp8 E4M3 bytes (__nv_fp8_e4m3)", out
 	}
@@ -185,8 +191,11 @@ func (b *Bundle) dtypes() (in, out string) {
 // forwardParams is NAME_forward's parameter list.
 func (b *Bundle) forwardParams() string {
 	p := "const void* q, const void* k, const void* v, void* o, int b, int h, int s, int d, float scale"
-	if b.fp8() {
+	switch {
+	case b.fp8():
 		p += ", float q_scale, float k_scale, float v_scale"
+	case b.int8():
+		p += ", const float* q_row_scale, const float* k_row_scale, const float* v_col_scale"
 	}
 	return p + ", void* workspace, size_t workspace_bytes, cudaStream_t stream"
 }
@@ -229,9 +238,19 @@ func (b *Bundle) launchHeader() string {
 // a shape of more tiles than a grid numbers; or what the CUDA runtime
 // returned. scale is the softmax scale: 1/sqrt(d) for the usual attention.
 `, n, N, Marker, arch, nvcc, in, out, b.headDim(), mask)
-	if b.fp8() {
+	switch {
+	case b.fp8():
 		w.WriteString(`// q_scale, k_scale and v_scale dequantise the inputs: an input byte stands
 // for its E4M3 value times its tensor's scale.
+`)
+	case b.int8():
+		w.WriteString(`// q_row_scale, k_row_scale and v_col_scale dequantise the inputs: float
+// arrays on the device, [b, h, s] for Q's and K's rows (tokens) and [b, h, d]
+// for V's columns. An input byte stands for its int8 value times its row's
+// scale (Q, K) or its column's (V): with symmetric quantisation,
+// q = clamp(rint(x / scale), -127, 127), a scale is amax / 127 of its row or
+// column, or 1 where that is all zero. Every scale must be finite and
+// positive; a null scale array is cudaErrorInvalidValue.
 `)
 	}
 	fmt.Fprintf(&w, `//
@@ -250,6 +269,7 @@ func (b *Bundle) launchHeader() string {
 #define %[2]s_DTYPE "%[5]s"
 #define %[2]s_OUT_DTYPE "%[7]s"
 #define %[2]s_FP8 %[8]d
+#define %[2]s_INT8 %[9]d
 
 #ifdef __cplusplus
 extern "C" {
@@ -262,7 +282,7 @@ const char* %[1]s_config_key(int b, int h, int s, int d);
 #ifdef __cplusplus
 }
 #endif
-`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()))
+`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()), boolInt(b.int8()))
 	return w.String()
 }
 
@@ -499,8 +519,13 @@ extern "C" cudaError_t %[1]s_forward(%[4]s) {
     // The shape is refused before the device is asked anything.
     if (b <= 0 || h <= 0 || s <= 0 || d != %[3]d) return cudaErrorInvalidValue;
 `, n, N, b.headDim(), b.forwardParams())
-	if b.fp8() {
+	switch {
+	case b.fp8():
 		w.WriteString("    if (!isfinite(q_scale) || !isfinite(k_scale) || !isfinite(v_scale)) return cudaErrorInvalidValue;\n")
+	case b.int8():
+		// The arrays are on the device: their values are the caller's to
+		// keep finite and positive, as the tensors' are.
+		w.WriteString("    if (q_row_scale == nullptr || k_row_scale == nullptr || v_col_scale == nullptr) return cudaErrorInvalidValue;\n")
 	}
 	fmt.Fprintf(&w, `    const config_entry& c = pick(b, h, s);
     int sms = 0;
@@ -532,8 +557,11 @@ extern "C" cudaError_t %[1]s_forward(%[4]s) {
     p.d = d;
     p.scale = scale;
 `, n, N)
-	if b.fp8() {
+	switch {
+	case b.fp8():
 		w.WriteString("    p.q_scale = q_scale;\n    p.k_scale = k_scale;\n    p.v_scale = v_scale;\n")
+	case b.int8():
+		w.WriteString("    p.q_row_scale = q_row_scale;\n    p.k_row_scale = k_row_scale;\n    p.v_col_scale = v_col_scale;\n")
 	}
 	w.WriteString("    return c.launch(pl, p, stream);\n}\n")
 	return w.String(), nil

@@ -121,6 +121,40 @@ func TestFiles(t *testing.T) {
 	if cu := string(f8[4].Data); !strings.Contains(cu, "__CUDACC_VER_MINOR__ < 4") || !strings.Contains(cu, "p.q_scale = q_scale;") {
 		t.Error("the fp8 launcher neither checks nvcc nor passes the scales")
 	}
+	i8, err := testBundle(t, "int8").Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h8 := string(i8[3].Data)
+	for _, want := range []string{
+		"float scale, const float* q_row_scale, const float* k_row_scale, const float* v_col_scale, void* workspace",
+		"[b, h, s] for Q's and K's rows (tokens) and [b, h, d]\n// for V's columns",
+		"int8 bytes (int8_t)",
+		"#define TUNED_SDPA_INT8 1\n",
+		"#define TUNED_SDPA_FP8 0\n",
+		`#define TUNED_SDPA_OUT_DTYPE "fp16"`,
+		"nvcc 11.8 or newer",
+	} {
+		if !strings.Contains(h8, want) {
+			t.Errorf("the int8 launch header lacks %q:\n%s", want, h8)
+		}
+	}
+	cu8 := string(i8[4].Data)
+	for _, want := range []string{
+		"if (q_row_scale == nullptr || k_row_scale == nullptr || v_col_scale == nullptr) return cudaErrorInvalidValue;",
+		"p.q_row_scale = q_row_scale;\n    p.k_row_scale = k_row_scale;\n    p.v_col_scale = v_col_scale;\n",
+		"#define SDPA_INT8 1\n",
+	} {
+		if !strings.Contains(cu8, want) {
+			t.Errorf("the int8 launcher lacks %q", want)
+		}
+	}
+	if strings.Contains(cu8, "__CUDACC_VER_MINOR__") || strings.Contains(cu8, "q_scale = q_scale") {
+		t.Error("the int8 launcher asks for fp8's nvcc or passes fp8's scales")
+	}
+	if h := string(files[3].Data); strings.Contains(h, "row_scale") || !strings.Contains(h, "#define TUNED_SDPA_INT8 0\n") {
+		t.Error("the fp16 launch header takes int8's scales or says it is int8")
+	}
 }
 
 // writeBundle writes b's files under dir.
@@ -235,6 +269,24 @@ func TestFP8BundleCompiles(t *testing.T) {
 	writeBundle(t, testBundle(t, "fp8"), dir)
 	cmd := exec.Command(nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90,code=sm_90",
 		"-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+}
+
+// TestInt8BundleCompiles compiles an int8 launcher, which takes the row and
+// column scale arrays, for every architecture the tuner targets with the
+// nvcc on PATH: IMMA needs no newer nvcc than 11.8.
+func TestInt8BundleCompiles(t *testing.T) {
+	nvcc := lookNVCC(t)
+	dir := t.TempDir()
+	writeBundle(t, testBundle(t, "int8"), dir)
+	args := []string{"-std=c++17", "-O3"}
+	for _, a := range []string{"80", "86", "89", "90"} {
+		args = append(args, "-gencode=arch=compute_"+a+",code=sm_"+a)
+	}
+	args = append(args, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+	cmd := exec.Command(nvcc, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}

@@ -186,11 +186,11 @@ type Report struct {
 	Results []elites.TorchTiming `json:"results"`
 }
 
-// Dtype is the dtype PyTorch SDPA is timed in: ours, or for fp8 (which
-// PyTorch's flash and cuDNN backends do not take) the output dtype, which is
-// what a user of fp8 attention would otherwise run.
+// Dtype is the dtype PyTorch SDPA is timed in: ours, or for fp8 and int8
+// (which PyTorch's flash and cuDNN backends do not take) the output dtype,
+// which is what a user of quantised attention would otherwise run.
 func Dtype(dtype, outDtype string) string {
-	if dtype != "fp8" {
+	if !space.Quantized(dtype) {
 		return dtype
 	}
 	return cmp.Or(outDtype, "fp16")
@@ -278,9 +278,9 @@ func Markdown(rep elites.Bench) string {
 	if rep.Baseline != "" {
 		fmt.Fprintf(&b, "- baseline: `%s` of %s (tuned for %s), timed in the same run\n", textfmt.OrUnknown(rep.BaselineBest), rep.Baseline, textfmt.Problem(rep.BaselineFor))
 	}
-	if rep.Dtype == "fp8" {
-		fmt.Fprintf(&b, "- PyTorch is timed in %s (its flash and cuDNN backends take no fp8); e2e is ours against fp32 attention on the unquantised inputs, worst check case at input scale 1 (cosine / relative L1)\n",
-			Dtype(rep.Dtype, rep.TunedFor.OutDtype))
+	if space.Quantized(rep.Dtype) {
+		fmt.Fprintf(&b, "- PyTorch is timed in %s (its flash and cuDNN backends take no %s); e2e is ours against fp32 attention on the unquantised inputs, worst check case at input scale 1 (cosine / relative L1)\n",
+			Dtype(rep.Dtype, rep.TunedFor.OutDtype), rep.Dtype)
 	}
 	fmt.Fprintf(&b, "- method: %s; µs per call, median of the samples of a CUDA graph of many calls (graph) or of batches of plain launches "+
 		"between events (eager), inputs rotated over sets larger than twice the L2, ours and PyTorch alike; PyTorch cells are graph / eager; "+
@@ -292,7 +292,7 @@ func Markdown(rep elites.Bench) string {
 	if rep.Baseline != "" {
 		extraHead, extraRule = " baseline graph | ours / baseline |", "---|---|"
 	}
-	if rep.Dtype == "fp8" {
+	if space.Quantized(rep.Dtype) {
 		extraHead, extraRule = extraHead+" e2e cos / rel L1 |", extraRule+"---|"
 	}
 	fmt.Fprintf(&b, "| shape | config | ours graph | ours eager | default graph (eager) | flash | cuDNN | efficient | ours / cuDNN | ours / flash | TFLOP/s |%s\n", extraHead)
@@ -327,7 +327,7 @@ func Markdown(rep elites.Bench) string {
 			}
 			extra += fmt.Sprintf(" %s | %s |", usCell(base.GraphUS), ratioCell(r.OursOverBaseline))
 		}
-		if rep.Dtype == "fp8" {
+		if space.Quantized(rep.Dtype) {
 			extra += " " + e2eCell(r.Ours) + " |"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |%s\n",
@@ -344,7 +344,7 @@ func Markdown(rep elites.Bench) string {
 	return b.String()
 }
 
-// e2eCell is fp8's end-to-end accuracy: cosine / relative L1 against fp32.
+// e2eCell is a quantised dtype's end-to-end accuracy: cosine / relative L1 against fp32.
 func e2eCell(m elites.BenchMeasure) string {
 	if !(m.E2ECos > 0) {
 		return "n/a"

@@ -28,7 +28,7 @@ func TestParseShapes(t *testing.T) {
 }
 
 func TestDtype(t *testing.T) {
-	for _, tc := range [][3]string{{"fp16", "", "fp16"}, {"bf16", "", "bf16"}, {"fp8", "", "fp16"}, {"fp8", "bf16", "bf16"}} {
+	for _, tc := range [][3]string{{"fp16", "", "fp16"}, {"bf16", "", "bf16"}, {"fp8", "", "fp16"}, {"fp8", "bf16", "bf16"}, {"int8", "", "fp16"}, {"int8", "bf16", "bf16"}} {
 		if got := Dtype(tc[0], tc[1]); got != tc[2] {
 			t.Errorf("Dtype(%s, %s) = %s, want %s", tc[0], tc[1], got, tc[2])
 		}
