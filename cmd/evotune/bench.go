@@ -24,10 +24,10 @@ type benchOptions struct {
 	Config  string
 	Shapes  []string // BxHxSxD, or BxHxSxD:causal
 	Dtype   string
-	// OutDtype is fp8's output type ("" is fp16).
+	// OutDtype is fp8's or int8's output type ("" is fp16).
 	OutDtype string
 	// Baseline is an archive of another dtype (our best fp16, beside an
-	// fp8 archive) whose best is timed on every shape in the same run.
+	// fp8 or int8 archive) whose best is timed on every shape in the same run.
 	Baseline string
 	Out      string
 	Python   string
@@ -47,7 +47,7 @@ func benchCommand() command {
 	return command{
 		name:    "bench",
 		summary: "time an archive's best configuration beside the family default and PyTorch SDPA",
-		synopsis: "evotune bench --archive DIR [--config k=v,...] [--shapes BxHxSxD[:causal],...] [--dtype fp16|bf16|fp8] " +
+		synopsis: "evotune bench --archive DIR [--config k=v,...] [--shapes BxHxSxD[:causal],...] [--dtype fp16|bf16|fp8|int8] " +
 			"[--out-dtype fp16|bf16] [--baseline-archive DIR] [--out DIR] [--python PATH] [--torch-script FILE]",
 		examples: `  # On a GPU machine, from the repository root (for bench/torch_sdpa.py):
   evotune bench --archive evotune-archive --out results/bench-h100
@@ -124,9 +124,9 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	fs.StringVar(&opts.Archive, "archive", opts.Archive, "archive `directory` whose best configuration is timed; bench.json is copied into it")
 	fs.StringVar(&opts.Config, "config", opts.Config, "time this configuration (`k=v,...`) instead of the archive's best")
 	fs.StringSliceVar(&opts.Shapes, "shapes", opts.Shapes, "comma-separated shapes `BxHxSxD[:causal]` (with --archive, default the archive's shapes and mask)")
-	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (with --archive, default the archive's; PyTorch is timed in fp16 beside fp8)")
-	fs.StringVar(&opts.OutDtype, "out-dtype", opts.OutDtype, "output type of --dtype fp8: fp16 or bf16 (default fp16)")
-	fs.StringVar(&opts.Baseline, "baseline-archive", opts.Baseline, "archive `directory` of another dtype (e.g. our best fp16 beside fp8) whose best is timed on every shape too")
+	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (with --archive, default the archive's; PyTorch is timed in the output type beside fp8 and int8)")
+	fs.StringVar(&opts.OutDtype, "out-dtype", opts.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
+	fs.StringVar(&opts.Baseline, "baseline-archive", opts.Baseline, "archive `directory` of another dtype (e.g. our best fp16 beside fp8 or int8) whose best is timed on every shape too")
 	fs.StringVar(&opts.Out, "out", opts.Out, "`directory` for bench.md and bench.json")
 	fs.StringVar(&opts.Python, "python", opts.Python, "python `interpreter` with PyTorch")
 	fs.StringVar(&opts.Script, "torch-script", opts.Script, "`path` of bench/torch_sdpa.py")

@@ -45,7 +45,7 @@ func (f *fakeBenchGPU) us(prob space.Problem, cfg space.Config) float64 {
 	if cfg.Key() == sp.Default().Key() {
 		us = 12
 	}
-	if prob.Dtype == "fp8" {
+	if space.Quantized(prob.Dtype) {
 		us /= 2
 	}
 	return us
@@ -55,8 +55,11 @@ func (f *fakeBenchGPU) Evaluate(_ context.Context, prob space.Problem, cfg space
 	f.evaluated = append(f.evaluated, prob.Shapes[0].String()+" "+cfg.Key())
 	us := f.us(prob, cfg)
 	acc := &space.Accuracy{MaxAbsErr: 1e-3}
-	if prob.Dtype == "fp8" {
+	switch prob.Dtype {
+	case "fp8":
 		acc.E2ECos, acc.E2ERelL1 = 0.9987, 0.052
+	case "int8":
+		acc.E2ECos, acc.E2ERelL1 = 0.99993, 0.0118
 	}
 	return space.Result{Key: cfg.Key(), Config: cfg, Status: space.StatusOK, Gate: space.GateTimed, Objective: us,
 		Accuracy: acc,
@@ -318,49 +321,65 @@ func TestBuildRevision(t *testing.T) {
 	}
 }
 
-// TestBenchFP8BesideFP16 checks fp8's bench: ours in fp8 beside the fp16
-// archive's best timed in the same run, PyTorch asked for fp16 (its flash
-// and cuDNN take no fp8), and the end-to-end accuracy column.
+// TestBenchFP8BesideFP16 checks the bench of fp8 and of int8 (with a bf16
+// output): ours beside the fp16 archive's best timed in the same run,
+// PyTorch asked for the output dtype (its flash and cuDNN take neither), and
+// the end-to-end accuracy column.
 func TestBenchFP8BesideFP16(t *testing.T) {
-	fp16Archive, out, script := benchFixture(t, fakePython)
-	gpu := &fakeBenchGPU{}
-	sp, err := gpu.Space(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sp.Default()
-	cfg["stages"] = "3" // any config but the default: timed at 5 µs
-	if err := sp.Check(cfg); err != nil {
-		t.Fatalf("the test's fp8 config: %v", err)
-	}
-	stdout, err := runBenchCLI(t, gpu, "--dtype", "fp8", "--config", cfg.Key(), "--baseline-archive", fp16Archive,
-		"--out", out, "--torch-script", script, "--shapes", "1x8x512x64")
-	if err != nil {
-		t.Fatalf("bench: %v", err)
-	}
-	for _, want := range []string{
-		"| shape | config | ours graph | ours eager | default graph (eager) | flash | cuDNN | efficient | ours / cuDNN | ours / flash | TFLOP/s | baseline graph | ours / baseline | e2e cos / rel L1 |",
-		// fp8 at 5 µs (default 6), the fp16 archive's best at 10, cuDNN 8, flash 20.
-		"| 1x8x512x64 | best | 5.00 | 10.00 | 6.00 (12.00) | 20.00 / 40.00 | 8.00 / 30.00 | unsupported | 0.62 | 0.25 |",
-		"| 10.00 | 0.50 | 0.9987 / 0.052 |",
-		"--json --dtype fp16 --shapes 1x8x512x64",
-		"- baseline: `",
-		"PyTorch is timed in fp16",
+	for _, tc := range []struct {
+		dtype, out, torch string
+		e2eCell           string
+		e2eCos            float64
+	}{
+		{"fp8", "", "fp16", "0.9987 / 0.052", 0.9987},
+		{"int8", "bf16", "bf16", "0.9999 / 0.012", 0.99993},
 	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("bench.md lacks %q:\n%s", want, stdout)
-		}
-	}
-	var rep elites.Bench
-	data, err := os.ReadFile(filepath.Join(out, "bench.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
-	if rep.Dtype != "fp8" || rep.BaselineFor.Dtype != "fp16" || len(rep.Rows) != 1 || rep.Rows[0].Baseline == nil ||
-		rep.Rows[0].OursOverBaseline != 0.5 || rep.Rows[0].Ours.E2ECos != 0.9987 {
-		t.Errorf("bench.json: %+v", rep)
+		t.Run(tc.dtype, func(t *testing.T) {
+			fp16Archive, out, script := benchFixture(t, fakePython)
+			gpu := &fakeBenchGPU{}
+			sp, err := gpu.Space(space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: tc.dtype, OutDtype: tc.out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := sp.Default()
+			cfg["stages"] = "3" // any config but the default: timed at 5 µs
+			if err := sp.Check(cfg); err != nil {
+				t.Fatalf("the test's %s config: %v", tc.dtype, err)
+			}
+			args := []string{"--dtype", tc.dtype, "--config", cfg.Key(), "--baseline-archive", fp16Archive,
+				"--out", out, "--torch-script", script, "--shapes", "1x8x512x64"}
+			if tc.out != "" {
+				args = append(args, "--out-dtype", tc.out)
+			}
+			stdout, err := runBenchCLI(t, gpu, args...)
+			if err != nil {
+				t.Fatalf("bench: %v", err)
+			}
+			for _, want := range []string{
+				"| shape | config | ours graph | ours eager | default graph (eager) | flash | cuDNN | efficient | ours / cuDNN | ours / flash | TFLOP/s | baseline graph | ours / baseline | e2e cos / rel L1 |",
+				// ours at 5 µs (default 6), the fp16 archive's best at 10, cuDNN 8, flash 20.
+				"| 1x8x512x64 | best | 5.00 | 10.00 | 6.00 (12.00) | 20.00 / 40.00 | 8.00 / 30.00 | unsupported | 0.62 | 0.25 |",
+				"| 10.00 | 0.50 | " + tc.e2eCell + " |",
+				"--json --dtype " + tc.torch + " --shapes 1x8x512x64",
+				"- baseline: `",
+				"PyTorch is timed in " + tc.torch + " (its flash and cuDNN backends take no " + tc.dtype + ")",
+			} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("bench.md lacks %q:\n%s", want, stdout)
+				}
+			}
+			var rep elites.Bench
+			data, err := os.ReadFile(filepath.Join(out, "bench.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Dtype != tc.dtype || rep.BaselineFor.Dtype != "fp16" || len(rep.Rows) != 1 || rep.Rows[0].Baseline == nil ||
+				rep.Rows[0].OursOverBaseline != 0.5 || rep.Rows[0].Ours.E2ECos != tc.e2eCos {
+				t.Errorf("bench.json: %+v", rep)
+			}
+		})
 	}
 }

@@ -28,7 +28,7 @@ func checkCommand() command {
 	return command{
 		name:     "check",
 		summary:  "run one configuration through every gate and print what each said",
-		synopsis: "evotune check [--config k=v,...] [--shape BxHxSxD] [--dtype fp16|bf16|fp8] [--out-dtype fp16|bf16] [--causal] [--compile-only] [--arch sm_XY]",
+		synopsis: "evotune check [--config k=v,...] [--shape BxHxSxD] [--dtype fp16|bf16|fp8|int8] [--out-dtype fp16|bf16] [--causal] [--compile-only] [--arch sm_XY]",
 		examples: `  # The family's default configuration, on this machine's GPU.
   evotune check
 

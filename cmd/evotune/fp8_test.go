@@ -49,8 +49,8 @@ func TestFP8Problem(t *testing.T) {
 	}{
 		{[]string{"space", "--dtype", "fp8", "--arch", "sm_80"}, "evotune: space: --dtype fp8 needs E4M3 tensor cores: sm_89 or sm_90, not sm_80"},
 		{[]string{"tune", "--dtype", "fp8", "--arch", "sm_86"}, "evotune: tune: --dtype fp8 needs E4M3 tensor cores: sm_89 or sm_90, not sm_86"},
-		{[]string{"space", "--dtype", "fp4"}, `evotune: space: --dtype "fp4": want fp16, bf16 or fp8`},
-		{[]string{"space", "--out-dtype", "bf16"}, "evotune: space: --out-dtype bf16: only --dtype fp8 takes one (fp16 writes fp16)"},
+		{[]string{"space", "--dtype", "fp4"}, `evotune: space: --dtype "fp4": want fp16, bf16, fp8 or int8`},
+		{[]string{"space", "--out-dtype", "bf16"}, "evotune: space: --out-dtype bf16: only --dtype fp8 and int8 take one (fp16 writes fp16)"},
 		{[]string{"check", "--dtype", "fp8", "--out-dtype", "fp32"}, `evotune: check: --out-dtype "fp32": want fp16 or bf16`},
 	}
 	for _, tc := range cases {

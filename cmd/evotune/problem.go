@@ -20,7 +20,7 @@ import (
 type problemFlags struct {
 	Shapes   []string
 	Dtype    string
-	OutDtype string // fp8's output: fp16 (the default) or bf16
+	OutDtype string // fp8's and int8's output: fp16 (the default) or bf16
 	Causal   bool
 }
 
@@ -38,8 +38,9 @@ func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
 	} else {
 		fs.StringArrayVar(&p.Shapes, "shape", p.Shapes, "problem shape `BxHxSxD`")
 	}
-	fs.StringVar(&p.Dtype, "dtype", p.Dtype, "element type: "+space.DtypeList()+" (fp8: E4M3 inputs with per-tensor scales; needs sm_89 or newer and nvcc "+kernels.FP8MinNVCC+" or newer)")
-	fs.StringVar(&p.OutDtype, "out-dtype", p.OutDtype, "output type of --dtype fp8: fp16 or bf16 (default fp16)")
+	fs.StringVar(&p.Dtype, "dtype", p.Dtype, "element type: "+space.DtypeList()+" (fp8: E4M3 inputs with per-tensor scales; needs sm_89 or newer and nvcc "+kernels.FP8MinNVCC+
+		" or newer; int8: INT8 inputs with per-row Q and K and per-column V scales)")
+	fs.StringVar(&p.OutDtype, "out-dtype", p.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
 	fs.BoolVar(&p.Causal, "causal", p.Causal, "apply a causal mask")
 }
 
@@ -106,8 +107,8 @@ func checkDtypes(cmd, dtype, outDtype string) (string, error) {
 	}
 	switch {
 	case outDtype == "":
-	case dtype != "fp8":
-		return "", usagef(cmd, "--out-dtype %s: only --dtype fp8 takes one (%s writes %s)", outDtype, dtype, dtype)
+	case !space.Quantized(dtype):
+		return "", usagef(cmd, "--out-dtype %s: only --dtype fp8 and int8 take one (%s writes %s)", outDtype, dtype, dtype)
 	case outDtype != "fp16" && outDtype != "bf16":
 		return "", usagef(cmd, "--out-dtype %q: want fp16 or bf16", outDtype)
 	case outDtype == "fp16":

@@ -20,7 +20,7 @@ func spaceCommand() command {
 	return command{
 		name:     "space",
 		summary:  "list the knobs, their values and the constraints of the kernel family's space",
-		synopsis: "evotune space [--count] [--shape BxHxSxD] [--dtype fp16|bf16|fp8] [--out-dtype fp16|bf16] [--causal] [--arch sm_XY]",
+		synopsis: "evotune space [--count] [--shape BxHxSxD] [--dtype fp16|bf16|fp8|int8] [--out-dtype fp16|bf16] [--causal] [--arch sm_XY]",
 		examples: `  evotune space
   evotune space --shape 2x8x1024x128 --dtype bf16 --arch sm_90
 

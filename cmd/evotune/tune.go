@@ -73,7 +73,7 @@ func tuneCommand() command {
 	return command{
 		name:    "tune",
 		summary: "search the kernel family's configurations for the fastest correct one",
-		synopsis: "evotune tune [--shape BxHxSxD[:W]]... [--dtype fp16|bf16|fp8] [--out-dtype fp16|bf16] [--causal] [--archive DIR]\n" +
+		synopsis: "evotune tune [--shape BxHxSxD[:W]]... [--dtype fp16|bf16|fp8|int8] [--out-dtype fp16|bf16] [--causal] [--archive DIR]\n" +
 			"               [--strategy evo|random|exhaustive] [--budget DURATION] [--evals N] [flags]",
 		examples: `  # Tune the mission shape for eight hours on this machine's GPU.
   evotune tune --shape 1x8x512x64 --budget 8h
