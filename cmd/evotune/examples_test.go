@@ -172,3 +172,44 @@ func TestExamplesBuildFP8(t *testing.T) {
 		runTool(t, work, nvcc, "-std=c++17", "-O3", "-arch=sm_89", "-I", work, "-c", "-o", filepath.Join(work, filepath.Base(src)+".o"), src)
 	}
 }
+
+// TestExamplesBuildInt8 compiles and links the CMake example's test program
+// against an int8 bundle with a bf16 output (the launcher takes the row and
+// column scale arrays) with the nvcc on PATH, which builds IMMA, for the
+// A100's architecture.
+func TestExamplesBuildInt8(t *testing.T) {
+	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
+	nvcc := nvccFor(t)
+	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "int8", OutDtype: "bf16", Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}}
+	tg, err := kernels.TargetFor("sm_80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := kernels.SDPASpace(prob, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := sp.Default()
+	flags, err := sp.Flags(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd, err := bundle.New("attention", prob, kernels.SDPASource(), "sm_80", bundle.Config{Key: def.Key(), Config: def, Flags: flags}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := bd.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if err := writeExport(work, files); err != nil {
+		t.Fatal(err)
+	}
+	examples, err := filepath.Abs(examplesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runTool(t, work, nvcc, "-std=c++17", "-O3", "-arch=sm_80", "-I", work, "-o", filepath.Join(work, "attention_test"),
+		filepath.Join(work, "attention_launch.cu"), filepath.Join(examples, "cmake", "attention_test.cu"))
+}

@@ -47,19 +47,24 @@ struct Shape {
     int b, h, s;
 };
 
-// Tolerances of evotune's correctness gate at input scale 1 (kernels.ToleranceFor).
+// Tolerances of evotune's correctness gate at input scale 1 (kernels.ToleranceFor):
+// int8 errs as fp16 does, or as bf16 with a bf16 output.
 double max_abs_tolerance() {
     if (ATTENTION_FP8) return 0.065;
-    if (std::strcmp(ATTENTION_DTYPE, "bf16") == 0) return 1.6e-2;
+    if (std::strcmp(ATTENTION_OUT_DTYPE, "bf16") == 0) return 1.6e-2;
     return 2e-3;
 }
 
 // Input elements: the dtype's bytes and the value they stand for.
-size_t elem_bytes() { return ATTENTION_FP8 ? 1 : 2; }
+size_t elem_bytes() { return ATTENTION_FP8 || ATTENTION_INT8 ? 1 : 2; }
 
 void encode(float x, float scale, uint8_t* out, float* value) {
 #if ATTENTION_FP8
     __nv_fp8_e4m3 e(x / scale);
+    std::memcpy(out, &e, 1);
+    *value = float(e) * scale;
+#elif ATTENTION_INT8
+    const int8_t e = int8_t(std::max(-127.0f, std::min(127.0f, std::rint(x / scale))));
     std::memcpy(out, &e, 1);
     *value = float(e) * scale;
 #else
@@ -135,20 +140,36 @@ Outcome run(Shape sh, double scale, int iters) {
     std::vector<uint8_t> host[3];
     std::vector<float> vals[3];
     float scales[3] = {1, 1, 1};
+    // int8's scales: one per row (token) of Q and K ([b, h, s]) and one per
+    // column of V ([b, h, d]), amax / 127 of what they cover, 1 where it is
+    // all zero.
+    std::vector<float> fine[3];
+    auto fine_index = [&](int t, size_t i) { return t < 2 ? i / D : i / (size_t(sh.s) * D) * D + i % D; };
     for (int t = 0; t < 3; ++t) {
         std::vector<float> x(n);
         float amax = 0;
         for (auto& e : x) amax = std::max(amax, std::fabs(e = uniform()));
         if (ATTENTION_FP8) scales[t] = amax > 0 ? amax / 448.0f : 1.0f;
+        if (ATTENTION_INT8) {
+            fine[t].assign(t < 2 ? n / D : size_t(sh.b) * sh.h * D, 0.0f);
+            for (size_t i = 0; i < n; ++i) fine[t][fine_index(t, i)] = std::max(fine[t][fine_index(t, i)], std::fabs(x[i]));
+            for (auto& e : fine[t]) e = e > 0 ? e / 127.0f : 1.0f;
+        }
         host[t].resize(bytes);
         vals[t].resize(n);
-        for (size_t i = 0; i < n; ++i) encode(x[i], scales[t], &host[t][i * elem_bytes()], &vals[t][i]);
+        for (size_t i = 0; i < n; ++i)
+            encode(x[i], ATTENTION_INT8 ? fine[t][fine_index(t, i)] : scales[t], &host[t][i * elem_bytes()], &vals[t][i]);
     }
     void* dev[3];
     void* out = nullptr;
+    float* dev_fine[3] = {};
     for (int t = 0; t < 3; ++t) {
         CHECK_CUDA(cudaMalloc(&dev[t], bytes));
         CHECK_CUDA(cudaMemcpy(dev[t], host[t].data(), bytes, cudaMemcpyHostToDevice));
+        if (ATTENTION_INT8) {
+            CHECK_CUDA(cudaMalloc(&dev_fine[t], fine[t].size() * sizeof(float)));
+            CHECK_CUDA(cudaMemcpy(dev_fine[t], fine[t].data(), fine[t].size() * sizeof(float), cudaMemcpyHostToDevice));
+        }
     }
     CHECK_CUDA(cudaMalloc(&out, n * 2));
     CHECK_CUDA(cudaMemset(out, 0xff, n * 2));  // NaN: a row the kernel skips shows
@@ -162,6 +183,9 @@ Outcome run(Shape sh, double scale, int iters) {
 #if ATTENTION_FP8
         return attention_forward(dev[0], dev[1], dev[2], out, sh.b, sh.h, sh.s, D, float(scale), scales[0], scales[1], scales[2], ws,
                                  ws_bytes, 0);
+#elif ATTENTION_INT8
+        return attention_forward(dev[0], dev[1], dev[2], out, sh.b, sh.h, sh.s, D, float(scale), dev_fine[0], dev_fine[1], dev_fine[2],
+                                 ws, ws_bytes, 0);
 #else
         return attention_forward(dev[0], dev[1], dev[2], out, sh.b, sh.h, sh.s, D, float(scale), ws, ws_bytes, 0);
 #endif
@@ -210,7 +234,10 @@ Outcome run(Shape sh, double scale, int iters) {
         cudaEventDestroy(a);
         cudaEventDestroy(b);
     }
-    for (int t = 0; t < 3; ++t) cudaFree(dev[t]);
+    for (int t = 0; t < 3; ++t) {
+        cudaFree(dev[t]);
+        if (dev_fine[t]) cudaFree(dev_fine[t]);
+    }
     cudaFree(out);
     if (ws) cudaFree(ws);
     return res;
@@ -229,6 +256,11 @@ bool refusals() {
 #if ATTENTION_FP8
     expect("null q", attention_forward(nullptr, buf, buf, buf, 1, 1, 64, D, 0.125f, 1, 1, 1, nullptr, 0, 0));
     expect("head dim", attention_forward(buf, buf, buf, buf, 1, 1, 64, D + 8, 0.125f, 1, 1, 1, nullptr, 0, 0));
+#elif ATTENTION_INT8
+    float* f = reinterpret_cast<float*>(buf);
+    expect("null q", attention_forward(nullptr, buf, buf, buf, 1, 1, 64, D, 0.125f, f, f, f, nullptr, 0, 0));
+    expect("null k_row_scale", attention_forward(buf, buf, buf, buf, 1, 1, 64, D, 0.125f, f, nullptr, f, nullptr, 0, 0));
+    expect("null v_col_scale", attention_forward(buf, buf, buf, buf, 1, 1, 64, D, 0.125f, f, f, nullptr, nullptr, 0, 0));
 #else
     expect("null q", attention_forward(nullptr, buf, buf, buf, 1, 1, 64, D, 0.125f, nullptr, 0, 0));
     expect("head dim", attention_forward(buf, buf, buf, buf, 1, 1, 64, D + 8, 0.125f, nullptr, 0, 0));
