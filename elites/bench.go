@@ -89,7 +89,7 @@ type BenchMeasure struct {
 	EagerError   string  `json:"eager_error,omitempty"`
 	TFLOPs       float64 `json:"graph_tflops"`
 	MaxAbsErr    float64 `json:"max_abs_err"`
-	// fp8: the worst end-to-end error against fp32 attention on the
+	// fp8 and int8: the worst end-to-end error against fp32 attention on the
 	// unquantised inputs over the check cases (cosine, relative L1).
 	E2ECos    float64 `json:"e2e_cos,omitempty"`
 	E2ERelL1  float64 `json:"e2e_rel_l1,omitempty"`

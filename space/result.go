@@ -46,7 +46,7 @@ type Accuracy struct {
 	NaN        int     `json:"nan"`
 	Inf        int     `json:"inf"`
 	Cases      int     `json:"cases"`
-	// fp8: the worst end-to-end error against fp32 attention on the
+	// fp8 and int8: the worst end-to-end error against fp32 attention on the
 	// unquantised inputs over the cases at input scale 1, where it is gated
 	// (lowest cosine similarity, highest relative L1).
 	E2ECos   float64 `json:"e2e_cos,omitempty"`
