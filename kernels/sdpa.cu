@@ -569,12 +569,12 @@ __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int 
 // A warp's scores for one K/V tile, in mma C layout.
 using Scores = float[MT][NT][4];
 
-// qk_product computes Q K^T over the warp's rows and key slice of the tile
-// at sk into c (fp32, or int32 for int8). One base address per fragment
-// pattern; rows move by 16 per tile, columns by kstep.
+// qk_product computes init + Q K^T over the warp's rows and key slice of
+// the tile at sk into c (fp32, or int32 for int8). One base address per
+// fragment pattern; rows move by 16 per tile, columns by kstep.
 template <class T>
-__device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], const QFrag& qf, uint32_t sq, uint32_t sk, int wm,
-                                           int wn, int lane) {
+__device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFrag& qf, uint32_t sq, uint32_t sk,
+                                           int wm, int wn, int lane) {
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
     const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * kVec;
     const uint32_t ka = sk + tile_off(krow, kcol) * kEsz;
@@ -583,7 +583,7 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], const QFrag& qf, u
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c[mt][nt][e] = T(0);
+            for (int e = 0; e < 4; ++e) c[mt][nt][e] = init;
 
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
@@ -610,43 +610,55 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], const QFrag& qf, u
     }
 }
 
-// i2f converts an int32 score exactly: |x| < 2^22 (127 * 127 * 128 keys'
-// worth of products is 2.07e6) added under the exponent of 1.5 * 2^23,
-// whose ulp is 1, then the bias subtracted: an IADD and an FADD at full
-// rate instead of the quarter-rate I2F.
-__device__ __forceinline__ float i2f(int x) { return __int_as_float(x + 0x4B400000) - 12582912.f; }
+// kI8Bias is the bits of 1.5 * 2^23, a float whose ulp is 1: int8 score
+// accumulators start there, so after the IMMA chain each holds those bits
+// plus S, which read as a float is 1.5 * 2^23 + S exactly (|S| <= 127 *
+// 127 * 128 < 2^22). The conversion costs no instruction.
+constexpr int kI8Bias = 0x4B400000;
+constexpr float kI8BiasF = 12582912.f;
+
+// trim22 clears a float's two lowest mantissa bits, so 1.5 times it is a
+// float too (3 m fits 24 bits when m is a multiple of 4); a scale moves by
+// at most 2^-22 of itself.
+__device__ __forceinline__ float trim22(float x) { return __int_as_float(__float_as_int(x) & ~3); }
 
 // scores computes S = Q K^T over the warp's rows and key slice of the tile
 // at sk (keys kv0..kv0+BN-1). With int8 the product is exact in int32 and
 // each key's column is scaled by its row scale from krs (the head's
-// k_row_scale) as it leaves the accumulator; the scales are loaded before
-// the product so their latency hides under it, and keys past s read the
-// last key's (they are masked).
+// k_row_scale) as it leaves the accumulator: one FFMA, (1.5 * 2^23 + S) * ks
+// - 1.5 * 2^23 * ks, whose one rounding is that of S * ks (the subtrahend is
+// exact for a trimmed ks). The scales are loaded before the product so their
+// latency hides under it: as float2 at compile-time offsets when the tile
+// is in range and s even (8-byte aligned pairs), else clamped one by one
+// (keys past s read the last key's; they are masked).
 __device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t sq, uint32_t sk, int wm, int wn,
                                        int lane, const float* krs, int kv0, int s) {
     if constexpr (kInt8) {
         float2 ks[NT];
         const int key0 = kv0 + wn * kColsPerWarp + (lane & 3) * 2;
-        if ((s & 1) == 0) {
-            // An even key and s even: the pair is 8-byte aligned and in range.
+        if (kv0 + BN <= s && (s & 1) == 0) {
+            const float2* kp = reinterpret_cast<const float2*>(krs + key0);
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-                ks[nt] = __ldg(reinterpret_cast<const float2*>(krs + cmin(key0 + nt * 8, s - 2)));
+            for (int nt = 0; nt < NT; ++nt) ks[nt] = __ldg(kp + nt * 4);
         } else {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
                 ks[nt] = make_float2(__ldg(krs + cmin(key0 + nt * 8, s - 1)), __ldg(krs + cmin(key0 + nt * 8 + 1, s - 1)));
         }
         int iacc[MT][NT][4];
-        qk_product(iacc, qf, sq, sk, wm, wn, lane);
+        qk_product(iacc, kI8Bias, qf, sq, sk, wm, wn, lane);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int nt = 0; nt < NT; ++nt) {
+            const float k0 = trim22(ks[nt].x), k1 = trim22(ks[nt].y);
+            const float c0 = -kI8BiasF * k0, c1 = -kI8BiasF * k1;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = i2f(iacc[mt][nt][e]) * ((e & 1) ? ks[nt].y : ks[nt].x);
+                for (int e = 0; e < 4; ++e)
+                    sacc[mt][nt][e] = fmaf(__int_as_float(iacc[mt][nt][e]), (e & 1) ? k1 : k0, (e & 1) ? c1 : c0);
+        }
     } else {
-        qk_product(sacc, qf, sq, sk, wm, wn, lane);
+        qk_product(sacc, 0.f, qf, sq, sk, wm, wn, lane);
     }
 }
 
