@@ -9,8 +9,9 @@
 #   examples/device-check.sh [OUT]          (default OUT: results/DATE-GPU-bundle)
 #
 # By default it first tunes a small archive on this GPU (TUNE_EVALS configs
-# of the two mission shapes, with the kernel source this evotune embeds), so
-# that the bundle, the bench and the examples all run the same source.
+# of the two mission shapes in DTYPE, default fp16, with the kernel source
+# this evotune embeds), so that the bundle, the bench and the examples all
+# run the same source.
 # ARCHIVE=DIR (and KERNEL_SOURCE=PATH when the archive measured another
 # source than this evotune embeds) exports an existing archive instead;
 # evotune bench then runs only when the sources agree.
@@ -56,8 +57,8 @@ BENCH=yes
 if [[ -z ${ARCHIVE:-} ]]; then
 	ARCHIVE=$OUT/archive
 	TUNE_EVALS=${TUNE_EVALS:-60}
-	say "tuning $TUNE_EVALS configs of 1x8x512x64 and 2x8x512x64 into $ARCHIVE"
-	"$EVOTUNE" tune --shape 1x8x512x64 --shape 2x8x512x64 --evals "$TUNE_EVALS" --archive "$ARCHIVE" --quiet \
+	say "tuning $TUNE_EVALS ${DTYPE:-fp16} configs of 1x8x512x64 and 2x8x512x64 into $ARCHIVE"
+	"$EVOTUNE" tune --shape 1x8x512x64 --shape 2x8x512x64 --dtype "${DTYPE:-fp16}" --evals "$TUNE_EVALS" --archive "$ARCHIVE" --quiet \
 		> "$OUT/tune.log" 2>&1 || die "tune failed: $OUT/tune.log"
 else
 	# The tuned shapes are the archive's.

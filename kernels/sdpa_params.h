@@ -17,7 +17,9 @@ struct SdpaParams {
     // int8 inputs only: the dequantisation scales of Q's and K's rows
     // ([b, h, s] each) and of V's columns ([b, h, d]). An input byte stands
     // for its int8 value times its row's (Q, K) or column's (V) scale; every
-    // scale must be finite and positive.
+    // scale must be finite and positive. K's row scales are read in pairs
+    // and V's column scales in fours: k_row_scale 8-byte and v_col_scale
+    // 16-byte aligned.
     const float* q_row_scale;
     const float* k_row_scale;
     const float* v_col_scale;

@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import torch_sdpa  # noqa: E402  (the timing evotune bench uses)
 
 # evotune's correctness gate at input scale 1 (kernels.ToleranceFor).
-MAX_ABS = {"fp16": 2e-3, "bf16": 1.6e-2, "fp8": 0.065}
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
+MAX_ABS = {"fp16": 2e-3, "bf16": 1.6e-2, "fp8": 0.065, "int8": 2e-3}
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "int8": torch.int8}
 UNTUNED = [(3, 5, 77), (1, 1, 1), (2, 3, 1000), (5, 7, 77), (1, 3, 1000)]
 
 
@@ -53,15 +53,28 @@ def build(bundle, verbose):
                 extra_cuda_cflags=["-O3", "-std=c++17"], verbose=verbose)
 
 
+def quantize_int8(x, dim):
+    """x in int8 with one scale per slice along dim (amax / 127, 1 for an all-zero slice), and the scales."""
+    amax = x.abs().amax(dim=dim, keepdim=True)
+    scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+    return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
+
+
 def inputs(shape, dtype, gen):
-    """U(-1, 1) inputs in the bundle's dtype, their fp32 values and fp8's scales."""
+    """U(-1, 1) inputs in the bundle's dtype, their fp32 values and the scales: fp8's three floats, or int8's
+    per-row Q and K and per-column V scale tensors (keyword arguments of ext.forward)."""
     xs = [torch.rand(shape, device="cuda", generator=gen).mul_(2).sub_(1) for _ in range(3)]
+    if dtype == "int8":
+        (q, qs), (k, ks), (v, vs) = quantize_int8(xs[0], -1), quantize_int8(xs[1], -1), quantize_int8(xs[2], -2)
+        scales = {"q_row_scale": qs.squeeze(-1).contiguous(), "k_row_scale": ks.squeeze(-1).contiguous(),
+                  "v_col_scale": vs.squeeze(-2).contiguous()}
+        return [q, k, v], [q.float() * qs, k.float() * ks, v.float() * vs], scales
     if dtype != "fp8":
         ins = [x.to(TORCH_DTYPES[dtype]) for x in xs]
-        return ins, [t.float() for t in ins], [1.0, 1.0, 1.0]
+        return ins, [t.float() for t in ins], {}
     scales = [max(x.abs().max().item(), 1e-30) / 448.0 for x in xs]
     ins = [(x / s).to(torch.float8_e4m3fn) for x, s in zip(xs, scales)]
-    return ins, [t.float() * s for t, s in zip(ins, scales)], scales
+    return ins, [t.float() * s for t, s in zip(ins, scales)], dict(zip(("q_scale", "k_scale", "v_scale"), scales))
 
 
 def main():
@@ -92,7 +105,7 @@ def main():
     for b, h, s in shapes:
         shape = (b, h, s, d)
         ins, vals, sc = inputs(shape, dtype, gen)
-        ours = ext.forward(*ins, scale, *sc).float()
+        ours = ext.forward(*ins, scale, **sc).float()
         with sdpa_kernel([SDPBackend.MATH]):
             ref = F.scaled_dot_product_attention(*vals, is_causal=causal, scale=scale)
         err = (ours - ref).abs().max().item()
@@ -101,12 +114,13 @@ def main():
         row = {"shape": "x".join(map(str, shape)), "tuned": (b, h, s) in tuned, "config": ext.config_key(b, h, s, d),
                "max_abs_err": err, "ok": ok}
         if not args.no_time:
-            sets = torch_sdpa.input_sets(shape, torch.float16 if dtype == "fp8" else TORCH_DTYPES[dtype], True)
-            if dtype == "fp8":  # PyTorch beside fp8 in fp16, as evotune bench does; ours in fp8
+            quantized = dtype in ("fp8", "int8")
+            sets = torch_sdpa.input_sets(shape, torch.float16 if quantized else TORCH_DTYPES[dtype], True)
+            if quantized:  # PyTorch beside fp8 and int8 in fp16, as evotune bench does; ours in the bundle's dtype
                 ours_sets = [tuple(inputs(shape, dtype, gen)[0]) for _ in sets]
             else:
                 ours_sets = sets
-            row["ours_us"], _ = torch_sdpa.time_graph(lambda q, k, v: ext.forward(q, k, v, scale, *sc), ours_sets, args.samples, 200.0)
+            row["ours_us"], _ = torch_sdpa.time_graph(lambda q, k, v: ext.forward(q, k, v, scale, **sc), ours_sets, args.samples, 200.0)
             for name in ("flash", "cudnn"):
                 try:
                     with sdpa_kernel([torch_sdpa.BACKENDS[name]]):

@@ -250,7 +250,10 @@ func (b *Bundle) launchHeader() string {
 // scale (Q, K) or its column's (V): with symmetric quantisation,
 // q = clamp(rint(x / scale), -127, 127), a scale is amax / 127 of its row or
 // column, or 1 where that is all zero. Every scale must be finite and
-// positive; a null scale array is cudaErrorInvalidValue.
+// positive. The kernel reads K's row scales in pairs and V's column scales
+// in fours: k_row_scale must be 8-byte aligned and v_col_scale 16-byte
+// aligned (cudaMalloc's are); a null or misaligned array is
+// cudaErrorInvalidValue.
 `)
 	}
 	fmt.Fprintf(&w, `//
@@ -526,6 +529,7 @@ extern "C" cudaError_t %[1]s_forward(%[4]s) {
 		// The arrays are on the device: their values are the caller's to
 		// keep finite and positive, as the tensors' are.
 		w.WriteString("    if (q_row_scale == nullptr || k_row_scale == nullptr || v_col_scale == nullptr) return cudaErrorInvalidValue;\n")
+		w.WriteString("    if ((reinterpret_cast<uintptr_t>(k_row_scale) & 7) != 0 || (reinterpret_cast<uintptr_t>(v_col_scale) & 15) != 0)\n        return cudaErrorInvalidValue;\n")
 	}
 	fmt.Fprintf(&w, `    const config_entry& c = pick(b, h, s);
     int sms = 0;
