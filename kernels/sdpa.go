@@ -591,9 +591,14 @@ type Tolerance struct {
 // amax/254, and the floor model (go run ./kernels/internal/fp8floor, the row
 // "int8 kernel: Q, K row; V INT8 channel; P fp16") puts exact attention on
 // the dequantised N(0,1) inputs at relative L1 0.010-0.012 and cosine above
-// 0.9999 at the bench shapes. E2ECos 0.999 and E2ERelL1 0.04 leave over 3x
-// that floor for the kernel's own error; they are provisional, to be set
-// from the figures measured on a GPU.
+// 0.9999 at the bench shapes. Measured on the H100 (TestDeviceInt8,
+// results/2026-11-25-h100-int8): over 36 configs x 1,674 check cases the
+// worst end-to-end figures at input scale 1 (U(-1, 1)) are cosine 0.99998
+// and relative L1 0.0057, and on N(0,1) at the four bench shapes 0.99992
+// and 0.0113-0.0124, the model's floor: the kernel adds nothing measurable.
+// E2ECos 0.9995 and E2ERelL1 0.02 are the accuracy a user of quantised
+// attention asks for (SageAttention's terms, #13's target) and leave 3.5x
+// the worst measured rel L1; a kernel that errs beyond them is a bug.
 func ToleranceFor(dtype, outDtype string) Tolerance {
 	if dtype == "fp8" {
 		return Tolerance{Atol: 0.065, Rtol: 0, MaxAbs: 0.065, MeanAbs: 0.02, RelL2: 0.05, BadFrac: 1e-4,
@@ -601,7 +606,7 @@ func ToleranceFor(dtype, outDtype string) Tolerance {
 	}
 	t := Tolerance{Atol: 1e-3, Rtol: 1e-2, MaxAbs: 2e-3, MeanAbs: 1e-4, RelL2: 4e-3, BadFrac: 1e-4}
 	if dtype == "int8" {
-		t.E2ECos, t.E2ERelL1 = 0.999, 0.04
+		t.E2ECos, t.E2ERelL1 = 0.9995, 0.02
 	}
 	if dtype == "bf16" || dtype == "int8" && outDtype == "bf16" {
 		t.Atol *= 8
