@@ -43,7 +43,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 COMMIT=${EVOTUNE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 export EVOTUNE_COMMIT=$COMMIT
-COMMAND="examples/device-check.sh $*"
+COMMAND="${DTYPE:+DTYPE=$DTYPE }${TUNE_EVALS:+TUNE_EVALS=$TUNE_EVALS }examples/device-check.sh $*"
 
 EVOTUNE=${EVOTUNE:-bin/evotune}
 if [[ ! -x $EVOTUNE ]]; then

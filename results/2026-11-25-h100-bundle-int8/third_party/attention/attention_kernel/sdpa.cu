@@ -1,0 +1,1332 @@
+// sdpa.cu: the SDPA forward kernel family, FlashAttention-2 structure.
+//
+// O = softmax(scale * Q K^T [+ causal mask]) V over [b, h, s, d] tensors,
+// fp16 or bf16 in and out, fp32 accumulation.
+//
+// Structure. A CTA owns BLOCK_M query rows of one (batch, head) and walks
+// its key range in tiles of BLOCK_N keys. Its WARPS consumer warps form a
+// WARPS_M x WARPS_N grid: a warp owns ROWS_PER_WARP query rows and, of every
+// key tile, a slice of COLS_PER_WARP keys. Per tile a warp computes
+// S = Q K^T with mma.sync m16n8k16 (ldmatrix for Q and K, ldmatrix.trans
+// for V), masks the key tail and the causal triangle with -inf, updates its
+// online softmax (row max and sum in registers, quad shuffles), re-packs P
+// from the S accumulators straight into A fragments and accumulates P V in
+// registers. With WARPS_N > 1 the warps' partial (m, l, O) are merged
+// through shared memory at the end. The output is normalised by 1/l and
+// stored as packed 32-bit pairs; with SPLIT_KV > 1 each CTA covers one
+// chunk of the keys and writes fp32 O and its log-sum-exp, which
+// sdpa_combine merges.
+//
+// K/V tiles flow through a ring of STAGES shared-memory slots filled by
+// cp.async. Without WS every warp loads and computes (prefetching
+// STAGES-1 tiles ahead); with WS, PRODUCER_WARPS extra warps only load,
+// handing slots to the consumers with named barriers (full/empty per slot).
+// PERSISTENT CTAs stride over all tiles; causal tiles are ordered heaviest
+// first.
+//
+// fp8 (SDPA_FP8=1): Q, K and V are E4M3 bytes with per-tensor
+// dequantisation scales (q_scale, k_scale, v_scale in SdpaParams); O is fp16,
+// or bf16 with SDPA_OUT_BF16. S = Q K^T runs as mma.sync m16n8k32 e4m3 with
+// the same byte-level ldmatrix addressing as fp16 (a 16-byte chunk is 16
+// elements instead of 8); q_scale*k_scale folds into the softmax scale. V
+// stays [key][d] in shared memory: one ldmatrix.trans of 16-bit pairs gives a
+// thread keys (2t, 2t+1) x columns (2g, 2g+1), and two prmt per register pair
+// regroup them into the k-major B operand of four keys {2t, 2t+1, 2t+8, 2t+9}
+// for one column, even columns and odd columns in separate n8 tiles. P's A
+// fragment takes its keys in that same order straight from the S
+// accumulators, so no shuffle and no shared-memory transpose is needed; O's
+// columns come out permuted (d = 16c + 4t + {0,2} even tile, {1,3} odd
+// tile), which the stores undo. P is quantised to E4M3 as exp(s - m + 8 ln2)
+// in (0, 256] (the 2^8 cancels in O = sum P V / sum P and keeps small
+// probabilities out of E4M3's subnormals), or, with SDPA_PV_FP8=0, P stays
+// fp16 and V is widened to fp16 in registers. With SDPA_PV_ACCUM=1 each tile's
+// P V goes into a fresh accumulator that is added into the fp32 O (the fp8
+// mma's accumulator keeps fewer than 32 mantissa bits).
+//
+// int8 (SDPA_INT8=1): Q, K and V are int8 bytes in the same one-byte tiles
+// as fp8. Q and K carry one dequantisation scale per row (q_row_scale,
+// k_row_scale), V one per column (v_col_scale). S = Q K^T runs as mma.sync
+// m16n8k32 s8 into int32, exact; each key's scale multiplies its column of
+// S as it leaves the accumulator, each query row's scale folds into that
+// row's softmax factor, and V's column scales multiply O at the store. P V
+// runs in fp16 as pv_f16 does, V's bytes widened exactly by the 1024-bias
+// trick (prmt under an fp16 exponent whose ulp is 1, one HSUB2).
+//
+// Every knob below is a -D macro with the default of kernels/sdpa_space.go.
+// Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
+// SDPA_INT8, SDPA_OUT_BF16) are fixed per problem.
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "sdpa_params.h"
+
+#ifndef SDPA_HEAD_DIM
+#define SDPA_HEAD_DIM 64
+#endif
+#ifndef SDPA_BF16
+#define SDPA_BF16 0
+#endif
+#ifndef SDPA_CAUSAL
+#define SDPA_CAUSAL 0
+#endif
+#ifndef SDPA_FP8
+#define SDPA_FP8 0
+#endif
+#ifndef SDPA_INT8
+#define SDPA_INT8 0
+#endif
+#ifndef SDPA_OUT_BF16
+#define SDPA_OUT_BF16 0
+#endif
+#ifndef SDPA_PV_FP8
+#define SDPA_PV_FP8 1
+#endif
+#ifndef SDPA_PV_ACCUM
+#define SDPA_PV_ACCUM 1
+#endif
+#ifndef SDPA_WS
+#define SDPA_WS 0
+#endif
+#ifndef SDPA_PRODUCER_WARPS
+#define SDPA_PRODUCER_WARPS 1
+#endif
+#ifndef SDPA_STAGES
+#define SDPA_STAGES 2
+#endif
+#ifndef SDPA_BLOCK_M
+#define SDPA_BLOCK_M 64
+#endif
+#ifndef SDPA_BLOCK_N
+#define SDPA_BLOCK_N 64
+#endif
+#ifndef SDPA_WARPS
+#define SDPA_WARPS 4
+#endif
+#ifndef SDPA_FAST_EXP
+#define SDPA_FAST_EXP 1
+#endif
+#ifndef SDPA_PERSISTENT
+#define SDPA_PERSISTENT 0
+#endif
+#ifndef SDPA_Q_IN_REGS
+#define SDPA_Q_IN_REGS 1
+#endif
+#ifndef SDPA_KV_SWIZZLE
+#define SDPA_KV_SWIZZLE 1
+#endif
+#ifndef SDPA_MIN_BLOCKS
+#define SDPA_MIN_BLOCKS 1
+#endif
+#ifndef SDPA_SPLIT_KV
+#define SDPA_SPLIT_KV 1
+#endif
+
+
+namespace sdpa {
+
+__host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }
+__host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
+
+constexpr int D = SDPA_HEAD_DIM;
+constexpr bool kBF16 = SDPA_BF16 != 0;
+constexpr bool kCausal = SDPA_CAUSAL != 0;
+constexpr bool kWS = SDPA_WS != 0;
+constexpr int kStages = SDPA_STAGES;
+constexpr int BM = SDPA_BLOCK_M;
+constexpr int BN = SDPA_BLOCK_N;
+constexpr int kWarps = SDPA_WARPS;
+constexpr bool kFastExp = SDPA_FAST_EXP != 0;
+constexpr bool kPersistent = SDPA_PERSISTENT != 0;
+constexpr bool kQInRegs = SDPA_Q_IN_REGS != 0;
+constexpr bool kSwizzle = SDPA_KV_SWIZZLE != 0;
+constexpr int kSplit = SDPA_SPLIT_KV;
+constexpr bool kFP8 = SDPA_FP8 != 0;
+constexpr bool kInt8 = SDPA_INT8 != 0;
+// One-byte inputs: E4M3 or int8.
+constexpr bool kByte = kFP8 || kInt8;
+// The output dtype: the input dtype, or for one-byte inputs fp16 unless
+// SDPA_OUT_BF16.
+constexpr bool kOutBF16 = kByte ? SDPA_OUT_BF16 != 0 : kBF16;
+// P V in fp8 (P and V E4M3) or, for fp8 inputs with SDPA_PV_FP8=0, in fp16.
+constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
+// Two-level accumulation of P V (one-byte inputs only).
+constexpr bool kPVAccum = kByte && SDPA_PV_ACCUM != 0;
+// Bytes of an input element, input elements per 16-byte chunk, chunks per row.
+constexpr int kEsz = kByte ? 1 : 2;
+constexpr int kVec = 16 / kEsz;
+constexpr int kChunks = D * kEsz / 16;
+
+// Warp layout: as many row groups as 16-row slices allow, the rest of the
+// warps split each key tile.
+constexpr int kWarpsM = cmin(kWarps, BM / 16);
+constexpr int kWarpsN = kWarps / kWarpsM;
+constexpr int kRowsPerWarp = BM / kWarpsM;
+constexpr int kColsPerWarp = BN / kWarpsN;
+constexpr int MT = kRowsPerWarp / 16;  // m16 tiles per warp
+constexpr int NT = kColsPerWarp / 8;   // n8 tiles of S per warp
+constexpr int KT = D * kEsz / 32;      // k steps over the head dimension (k16, or k32 for one-byte inputs)
+constexpr int DT = D / 8;              // n8 tiles of O
+
+constexpr int kConsumerThreads = kWarps * 32;
+constexpr int kProducerThreads = SDPA_PRODUCER_WARPS * 32;  // used with WS only
+constexpr int kThreads = kConsumerThreads + (kWS ? kProducerThreads : 0);
+
+// Shared memory, in elements of the input dtype unless named bytes. Rows
+// are D elements with the XOR swizzle, D plus one 16-byte chunk with
+// padding; either way the 8 rows an ldmatrix reads fall in 8 different
+// 16-byte bank groups.
+constexpr int kStride = kSwizzle ? D : D + kVec;
+constexpr int kQElems = BM * kStride;
+constexpr int kTileElems = BN * kStride;
+constexpr int kQBytes = kQElems * kEsz;
+constexpr int kRingBytes = kStages * 2 * kTileElems * kEsz;
+constexpr int kCombineOBytes = (kWarpsN - 1) * BM * D * 4;
+constexpr int kCombineBytes = kWarpsN > 1 ? kCombineOBytes + 2 * kWarpsN * BM * 4 : 0;
+// Without WS the combine area aliases Q and the ring (all loads are done by
+// then); with WS producers may be filling the ring for the next tile, so it
+// sits after the ring. kernels/sdpa.go SharedBytes computes the same.
+constexpr int kCombineOffset = kWS ? kQBytes + kRingBytes : 0;
+constexpr int kSmemBytes = kWS ? kQBytes + kRingBytes + kCombineBytes
+                               : cmax(kQBytes + kRingBytes, kCombineBytes);
+
+// Named barriers: 0 is __syncthreads, 1 syncs consumers only, then one
+// "full" and one "empty" barrier per ring slot.
+constexpr int kBarConsumers = 1;
+constexpr int kBarFull = 2;
+constexpr int kBarEmpty = 2 + kStages;
+
+static_assert(D == 64 || D == 128, "SDPA_HEAD_DIM must be 64 or 128");
+static_assert(BM % 16 == 0 && BM >= 16, "SDPA_BLOCK_M must be a multiple of 16");
+static_assert(kWarps >= 1 && kWarps % kWarpsM == 0, "SDPA_WARPS must split into row groups evenly");
+static_assert(BN % kWarpsN == 0 && kColsPerWarp % 16 == 0,
+              "SDPA_BLOCK_N / warps per row group must be a multiple of 16 keys");
+static_assert(kRowsPerWarp <= 64, "at most 64 query rows per warp");
+static_assert(kStages >= 1 && kBarEmpty + kStages <= 16, "SDPA_STAGES out of range for named barriers");
+static_assert(!kWS || kStages >= 2, "SDPA_WS=1 needs SDPA_STAGES >= 2");
+static_assert(!kWS || SDPA_PRODUCER_WARPS >= 1, "SDPA_WS=1 needs producer warps");
+static_assert(kThreads <= 1024, "more than 1024 threads per CTA");
+static_assert(kSplit >= 1, "SDPA_SPLIT_KV must be positive");
+static_assert(kSmemBytes <= 232448, "shared memory beyond any supported GPU");
+static_assert(!(kFP8 && kInt8), "SDPA_FP8 and SDPA_INT8 exclude each other");
+static_assert(!kByte || kColsPerWarp % 32 == 0, "one-byte P V takes a warp's keys 32 at a time (one ldmatrix.trans x4)");
+static_assert(!kByte || (DT / kWarpsN) % 2 == 0, "one-byte inputs keep O's even and odd column tiles in one key slice");
+#ifdef SDPA_EXPECT_SMEM
+// Compile tests pass kernels.SharedBytes here so the Go side cannot drift.
+static_assert(kSmemBytes == SDPA_EXPECT_SMEM, "kernels.SharedBytes disagrees with the kernel");
+#endif
+
+// elem is the input element (bytes for fp8 and int8), oelem the output's.
+using oelem = typename std::conditional<kOutBF16, __nv_bfloat16, __half>::type;
+using elem = typename std::conditional<kByte, uint8_t, oelem>::type;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- PTX wrappers ----------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// cp.async of 16 bytes; src_bytes 0 zero-fills the destination (tail rows).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// c += a * b for one m16n8k16 tile.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (kBF16) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// c += a * b for one m16n8k32 tile of E4M3 (sm_89+, PTX ISA 8.4).
+__device__ __forceinline__ void mma16832(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if SDPA_FP8
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// c += a * b for one m16n8k16 tile of fp16 (P V in fp16 for fp8 inputs).
+__device__ __forceinline__ void mma16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a * b for one m16n8k32 tile of int8, exact in int32 (sm_80+).
+__device__ __forceinline__ void mma16832_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The score product of one k step: m16n8k16 in the input dtype, m16n8k32
+// E4M3, or m16n8k32 int8 into int32 accumulators.
+__device__ __forceinline__ void mma_qk(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (kFP8) {
+        mma16832(c, a, b0, b1);
+    } else {
+        mma16816(c, a, b0, b1);
+    }
+}
+__device__ __forceinline__ void mma_qk(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma16832_s8(c, a, b0, b1);
+}
+
+// pack4_e4m3 rounds four floats to E4M3 (saturating), x0 in the low byte.
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+    uint32_t r = 0;
+#if SDPA_FP8
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+        "mov.b32 %0, {lo, hi};\n}\n"
+        : "=r"(r)
+        : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+#endif
+    return r;
+}
+
+// e4m3x2_to_f16x2 widens two E4M3 bytes (the low 16 bits of x) to fp16,
+// the low byte into the low half.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
+    uint32_t r = 0;
+#if SDPA_FP8
+    asm("{\n.reg .b16 a;\n"
+        "cvt.u16.u32 a, %1;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, a;\n}\n"
+        : "=r"(r)
+        : "r"(x));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// v_pair_f16 widens two V bytes of r to fp16x2: bytes 0 and 2 (odd: 1 and
+// 3), the first into the low half. E4M3 by cvt; int8 exactly: each byte,
+// made unsigned by flipping its sign bit (u = x + 128), becomes the low byte
+// of the fp16 0x64uu = 1024 + u (the ulp is 1 in [1024, 2048)), and
+// subtracting 1152 leaves x.
+__device__ __forceinline__ uint32_t v_pair_f16(uint32_t r, bool odd) {
+    if constexpr (kInt8) {
+        const uint32_t h = prmt(r ^ 0x80808080u, 0x64646464u, odd ? 0x4341u : 0x4240u);
+        uint32_t y;
+        asm("sub.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(h), "r"(0x64806480u));
+        return y;
+    } else {
+        return e4m3x2_to_f16x2(prmt(r, 0, odd ? 0x0031u : 0x0020u));
+    }
+}
+
+// pack2_f16 rounds two floats to fp16, low half first.
+__device__ __forceinline__ uint32_t pack2_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// pack2 rounds two floats to the output dtype (for fp16 and bf16 also the
+// input dtype, which P takes), low half first.
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    if constexpr (kOutBF16) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&v);
+    } else {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&v);
+    }
+}
+
+// exp_s is the softmax exponential in the domain the scores were scaled
+// into: base 2 with scale*log2(e) folded in (fast), or base e (precise).
+__device__ __forceinline__ float exp_s(float x) {
+    if constexpr (kFastExp) {
+        float y;
+        asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+        return y;
+    } else {
+        return expf(x);
+    }
+}
+
+// ---- shared-memory layout --------------------------------------------------
+
+// The XOR applied to a row's chunk index. With 8 or more chunks a row
+// (128 bytes or more) row & 7 spreads the 8 rows of an ldmatrix over the 8
+// bank groups; fp8 rows of D=64 are 4 chunks, two rows per 128 bytes, so the
+// rows of a pair share their XOR: (row >> 1) & 3.
+__device__ __forceinline__ int swz(int row) { return kChunks >= 8 ? (row & 7) : ((row >> 1) & 3); }
+
+// Element offset of (row, col) in a tile; col is a multiple of kVec (one
+// 16-byte chunk) wherever it is used.
+__device__ __forceinline__ int tile_off(int row, int col) {
+    if constexpr (kSwizzle) {
+        return row * D + (((col / kVec) ^ swz(row)) * kVec);
+    } else {
+        return row * kStride + col;
+    }
+}
+
+// ldmatrix addresses along a row. A thread's fragments step along a tile
+// row in k16 steps (32 bytes). With the swizzle the chunk index is XORed
+// with row & 7, and since a step adds 2 to an even chunk index,
+// (2k + c) ^ r == (2k) ^ (c ^ r): the step is an XOR by k << 5 with a
+// compile-time k, as long as every row starts 256-byte aligned (the kernel
+// checks its shared-memory base; tiles are whole multiples of 2 KB), and
+// ptxas keeps one address per fragment pattern instead of one per step.
+// Measured on the H100 (kernels/NOTES.md): at D=128 this frees 13-18
+// registers and is 3-4% faster; at D=64 the per-step addresses, which ptxas
+// folds into immediate offsets, are 3% faster on the long shapes. So the
+// XOR stepping is used at D=128 only.
+constexpr bool kXorStep = kSwizzle && D == 128 && !kByte;
+constexpr int kRowBytes = kStride * kEsz;
+// Elements of one 32-byte k step along a row (k16 of fp16, k32 of fp8).
+constexpr int kKStep = 32 / kEsz;
+
+// The address of the chunk k steps along the row from the chunk at byte
+// address a (of the tile at t, row, col): a ^ (k << 5) with kXorStep, else
+// computed from (row, col) afresh.
+__device__ __forceinline__ uint32_t kstep(uint32_t a, uint32_t t, int row, int col, int k) {
+    if constexpr (kXorStep) {
+        return a ^ (uint32_t)(k << 5);
+    } else {
+        return t + tile_off(row, col + k * kKStep) * kEsz;
+    }
+}
+
+// Copies rows [row0, row0+ROWS) of a [s, D] matrix into a tile with
+// cp.async, NTHR threads cooperating; rows at or past s are zero-filled so
+// 0 * garbage can never produce NaN. A thread always copies the same
+// 16-byte column chunk, kRowStep rows apart, so its addresses are one base
+// plus compile-time offsets (few live registers for the loop).
+template <int ROWS, int NTHR>
+__device__ __forceinline__ void load_tile(elem* tile, const elem* g, int row0, int s, int tid) {
+    constexpr int kChunksPerRow = kChunks;
+    static_assert(NTHR % kChunksPerRow == 0, "loader threads must cover whole rows");
+    constexpr int kRowStep = NTHR / kChunksPerRow;
+    constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
+    const int r0 = tid / kChunksPerRow;
+    const int c0 = (tid % kChunksPerRow) * kVec;
+    const elem* src = g + (size_t)(row0 + r0) * D + c0;
+    const uint32_t base = smem_addr(tile);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+        const int r = r0 + it * kRowStep;
+        if (ROWS % kRowStep == 0 || r < ROWS) {
+            const bool ok = row0 + r < s;
+            cp_async16(base + tile_off(r, c0) * kEsz, ok ? src + it * kRowStep * D : g, ok ? 16 : 0);
+        }
+    }
+}
+
+// ---- work decomposition ----------------------------------------------------
+
+struct Tile {
+    int bh;        // batch * heads + head
+    int m0;        // first query row
+    int split;     // key chunk
+    int kb0, nkb;  // first key block and number of key blocks
+};
+
+__device__ __forceinline__ int num_tiles(const SdpaParams& p) {
+    return p.b * p.h * ((p.s + BM - 1) / BM) * kSplit;
+}
+
+__device__ __forceinline__ Tile decode_tile(const SdpaParams& p, int t) {
+    const int bhs = p.b * p.h;
+    const int mblocks = (p.s + BM - 1) / BM;
+    Tile w;
+    w.split = t % kSplit;
+    t /= kSplit;
+    int mb;
+    if constexpr (kCausal) {
+        // Heaviest query blocks (most keys) first, so the tail of the grid
+        // is short work.
+        w.bh = t % bhs;
+        mb = mblocks - 1 - t / bhs;
+    } else {
+        // Query blocks of one head side by side share its K/V in L2.
+        mb = t % mblocks;
+        w.bh = t / mblocks;
+    }
+    w.m0 = mb * BM;
+    const int kblocks = (p.s + BN - 1) / BN;
+    const int chunk = (kblocks + kSplit - 1) / kSplit;
+    w.kb0 = w.split * chunk;
+    int kb1 = cmin(kblocks, w.kb0 + chunk);
+    if constexpr (kCausal) kb1 = cmin(kb1, (cmin(p.s, w.m0 + BM) + BN - 1) / BN);
+    w.nkb = cmax(0, kb1 - w.kb0);
+    return w;
+}
+
+template <class F>
+__device__ __forceinline__ void for_each_tile(const SdpaParams& p, F f) {
+    if constexpr (kPersistent) {
+        const int n = num_tiles(p);
+        for (int t = blockIdx.x; t < n; t += gridDim.x) f(decode_tile(p, t));
+    } else {
+        f(decode_tile(p, blockIdx.x));
+    }
+}
+
+// ---- consumer math ---------------------------------------------------------
+
+// The per-warp accumulator state: O in mma C layout, and for each of the
+// thread's two rows per m16 tile the running max (scaled domain) and the
+// thread's partial row sum (reduced over the quad at the end).
+struct Acc {
+    float o[MT][DT][4];
+    float m[MT][2];
+    float l[MT][2];
+};
+
+__device__ __forceinline__ void acc_init(Acc& a) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a.o[mt][dt][e] = 0.f;
+        a.m[mt][0] = a.m[mt][1] = -INFINITY;
+        a.l[mt][0] = a.l[mt][1] = 0.f;
+    }
+}
+
+using QFrag = uint32_t[kQInRegs ? MT : 1][kQInRegs ? KT : 1][4];
+
+// The thread's row and column of Q's A fragment for (mt 0, kt 0), and that
+// chunk's address; (mt, kt) is 16 rows per mt on and kstep'ed by kt.
+__device__ __forceinline__ int q_frag_row(int wm, int lane) { return wm * kRowsPerWarp + (lane & 15); }
+__device__ __forceinline__ int q_frag_col(int lane) { return (lane >> 4) * kVec; }
+__device__ __forceinline__ uint32_t q_frag_addr(uint32_t sq, int wm, int lane) {
+    return sq + tile_off(q_frag_row(wm, lane), q_frag_col(lane)) * kEsz;
+}
+
+// Q's A fragment for (mt, kt), from shared memory.
+__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t sq, uint32_t qa, int wm, int mt, int kt,
+                                            int lane) {
+    ldsm_x4(a, kstep(qa + mt * 16 * kRowBytes, sq, q_frag_row(wm, lane) + mt * 16, q_frag_col(lane), kt));
+}
+
+__device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int lane) {
+    if constexpr (kQInRegs) {
+        const uint32_t qa = q_frag_addr(sq, wm, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kt = 0; kt < KT; ++kt) load_q_frag(qf[mt][kt], sq, qa, wm, mt, kt, lane);
+    }
+}
+
+// A warp's scores for one K/V tile, in mma C layout.
+using Scores = float[MT][NT][4];
+
+// qk_product computes init + Q K^T over the warp's rows and key slice of
+// the tile at sk into c (fp32, or int32 for int8). One base address per
+// fragment pattern; rows move by 16 per tile, columns by kstep.
+template <class T>
+__device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFrag& qf, uint32_t sq, uint32_t sk,
+                                           int wm, int wn, int lane) {
+    const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
+    const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * kVec;
+    const uint32_t ka = sk + tile_off(krow, kcol) * kEsz;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[mt][nt][e] = init;
+
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (kQInRegs) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kt][e];
+            } else {
+                load_q_frag(a[mt], sq, qa, wm, mt, kt, lane);
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+            uint32_t b[4];
+            ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_qk(c[mt][2 * np], a[mt], b[0], b[1]);
+                mma_qk(c[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+        }
+    }
+}
+
+// kI8Bias is the bits of 1.5 * 2^23, a float whose ulp is 1: int8 score
+// accumulators start there, so after the IMMA chain each holds those bits
+// plus S, which read as a float is 1.5 * 2^23 + S exactly (|S| <= 127 *
+// 127 * 128 < 2^22). The conversion costs no instruction.
+constexpr int kI8Bias = 0x4B400000;
+constexpr float kI8BiasF = 12582912.f;
+
+// trim22 clears a float's two lowest mantissa bits, so 1.5 times it is a
+// float too (3 m fits 24 bits when m is a multiple of 4); a scale moves by
+// at most 2^-22 of itself.
+__device__ __forceinline__ float trim22(float x) { return __int_as_float(__float_as_int(x) & ~3); }
+
+// scores computes S = Q K^T over the warp's rows and key slice of the tile
+// at sk (keys kv0..kv0+BN-1). With int8 the product is exact in int32 and
+// each key's column is scaled by its row scale from krs (the head's
+// k_row_scale) as it leaves the accumulator: one FFMA, (1.5 * 2^23 + S) * ks
+// - 1.5 * 2^23 * ks, whose one rounding is that of S * ks (the subtrahend is
+// exact for a trimmed ks). The scales are loaded before the product so their
+// latency hides under it: as float2 at compile-time offsets when the tile
+// is in range and s even (8-byte aligned pairs), else clamped one by one
+// (keys past s read the last key's; they are masked).
+__device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t sq, uint32_t sk, int wm, int wn,
+                                       int lane, const float* krs, int kv0, int s) {
+    if constexpr (kInt8) {
+        float2 ks[NT];
+        const int key0 = kv0 + wn * kColsPerWarp + (lane & 3) * 2;
+        if (kv0 + BN <= s && (s & 1) == 0) {
+            const float2* kp = reinterpret_cast<const float2*>(krs + key0);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) ks[nt] = __ldg(kp + nt * 4);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                ks[nt] = make_float2(__ldg(krs + cmin(key0 + nt * 8, s - 1)), __ldg(krs + cmin(key0 + nt * 8 + 1, s - 1)));
+        }
+        int iacc[MT][NT][4];
+        qk_product(iacc, kI8Bias, qf, sq, sk, wm, wn, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const float k0 = trim22(ks[nt].x), k1 = trim22(ks[nt].y);
+            const float c0 = -kI8BiasF * k0, c1 = -kI8BiasF * k1;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    sacc[mt][nt][e] = fmaf(__int_as_float(iacc[mt][nt][e]), (e & 1) ? k1 : k0, (e & 1) ? c1 : c0);
+        }
+    } else {
+        qk_product(sacc, 0.f, qf, sq, sk, wm, wn, lane);
+    }
+}
+
+// A RowScale is the factor of a thread's raw scores in the exponent: one
+// for all rows, or with int8 one per row (Q's row scale folded in).
+struct RowScale {
+    float v[kInt8 ? MT : 1][kInt8 ? 2 : 1];
+    __device__ __forceinline__ float operator()(int mt, int h) const {
+        if constexpr (kInt8) {
+            return v[mt][h];
+        } else {
+            return v[0][0];
+        }
+    }
+};
+
+// mask sets the scores of the key tail and of the causal triangle to -inf,
+// in the tiles (keys kv0..kv0+BN-1) that reach them: a uniform branch.
+__device__ __forceinline__ void mask(Scores& sacc, int m0, int kv0, int s, int wm, int wn, int lane) {
+    const int g = lane >> 2, t4 = lane & 3;
+    if (kv0 + BN > s || (kCausal && kv0 + BN - 1 > m0)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = m0 + wm * kRowsPerWarp + mt * 16 + g + (e >> 1) * 8;
+                    const int key = kv0 + wn * kColsPerWarp + nt * 8 + t4 * 2 + (e & 1);
+                    if (key >= s || (kCausal && key > row)) sacc[mt][nt][e] = -INFINITY;
+                }
+    }
+}
+
+// kPBias is added to every exponent when P is quantised to E4M3: P lies in
+// (0, 2^8] instead of (0, 1], clear of E4M3's subnormals (below 2^-6) and
+// under its 448 maximum. It cancels in O = sum P V / sum P and is taken out
+// of the log-sum-exp.
+constexpr float kPBias = kPVFP8 ? (kFastExp ? 8.f : 8.f * kLn2) : 0.f;
+
+// pv_fp8 adds P V for one warp's key slice with E4M3 mma: k32 steps of P
+// (keys in the order {2t, 2t+1, 2t+8, 2t+9} of each 16, see the header) and
+// V's B fragments regrouped from ldmatrix.trans by prmt.
+__device__ __forceinline__ void pv_fp8(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
+    const int vrow = wn * kColsPerWarp + lane;
+#pragma unroll
+    for (int kk = 0; kk < NT / 4; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            const float(*s4)[4] = &sacc[mt][4 * kk];
+            pa[mt][0] = pack4_e4m3(s4[0][0], s4[0][1], s4[1][0], s4[1][1]);
+            pa[mt][1] = pack4_e4m3(s4[0][2], s4[0][3], s4[1][2], s4[1][3]);
+            pa[mt][2] = pack4_e4m3(s4[2][0], s4[2][1], s4[3][0], s4[3][1]);
+            pa[mt][3] = pack4_e4m3(s4[2][2], s4[2][3], s4[3][2], s4[3][3]);
+        }
+#pragma unroll
+        for (int dc = 0; dc < D / 16; ++dc) {
+            uint32_t r[4];
+            ldsm_x4_trans(r, sv + tile_off(vrow + kk * 32, dc * 16));
+            const uint32_t even0 = prmt(r[0], r[1], 0x6420), even1 = prmt(r[2], r[3], 0x6420);
+            const uint32_t odd0 = prmt(r[0], r[1], 0x7531), odd1 = prmt(r[2], r[3], 0x7531);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma16832(o[mt][2 * dc], pa[mt], even0, even1);
+                mma16832(o[mt][2 * dc + 1], pa[mt], odd0, odd1);
+            }
+        }
+    }
+}
+
+// pv_f16 adds P V in fp16 for one-byte inputs: P rounded to fp16 in the
+// natural key order, V widened from E4M3 or int8 to fp16 in registers; the
+// columns come out in the same even/odd tiles as pv_fp8.
+__device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
+    const int vrow = wn * kColsPerWarp + lane;
+#pragma unroll
+    for (int kk = 0; kk < NT / 4; ++kk) {
+        uint32_t pa[2][MT][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const float(*s2)[4] = &sacc[mt][4 * kk + 2 * h];
+                pa[h][mt][0] = pack2_f16(s2[0][0], s2[0][1]);
+                pa[h][mt][1] = pack2_f16(s2[0][2], s2[0][3]);
+                pa[h][mt][2] = pack2_f16(s2[1][0], s2[1][1]);
+                pa[h][mt][3] = pack2_f16(s2[1][2], s2[1][3]);
+            }
+#pragma unroll
+        for (int dc = 0; dc < D / 16; ++dc) {
+            uint32_t r[4];
+            ldsm_x4_trans(r, sv + tile_off(vrow + kk * 32, dc * 16));
+            // r[i] holds keys 8i + {2t, 2t+1} x columns {2g, 2g+1}. The k16
+            // B fragment of column 2g (2g+1) is keys {2t, 2t+1} and
+            // {2t+8, 2t+9}: bytes 0 and 2 (1 and 3) of r[2h] and r[2h+1].
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t e0 = v_pair_f16(r[2 * h], false), e1 = v_pair_f16(r[2 * h + 1], false);
+                const uint32_t o0 = v_pair_f16(r[2 * h], true), o1 = v_pair_f16(r[2 * h + 1], true);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816_f16(o[mt][2 * dc], pa[h][mt], e0, e1);
+                    mma16816_f16(o[mt][2 * dc + 1], pa[h][mt], o0, o1);
+                }
+            }
+        }
+    }
+}
+
+// softmax_pv folds a tile's masked scores into the warp's state: the online
+// softmax, then O += P V with V at sv. Scores stay unscaled until the
+// exponential: the scale is folded into one FFMA there (scale > 0, so the
+// row max commutes with it).
+__device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, const RowScale& sc, int wn,
+                                           int lane) {
+    float alpha[MT][2];
+    // Online softmax, one row half (h) at a time: rows g and g+8. The
+    // running max acc.m is kept in the scaled domain.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sacc[mt][nt][2 * h], sacc[mt][nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = fmaxf(acc.m[mt][h], mx * sc(mt, h));
+            // A row with every key so far masked keeps m = -inf; subtract 0
+            // then, so exp gives 0 rather than NaN.
+            const float mu = mx == -INFINITY ? 0.f : mx;
+            alpha[mt][h] = exp_s(acc.m[mt][h] - mu);
+            acc.m[mt][h] = mx;
+            const float nmu = kPVFP8 ? kPBias - mu : -mu;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const float p0 = exp_s(fmaf(sacc[mt][nt][2 * h], sc(mt, h), nmu));
+                const float p1 = exp_s(fmaf(sacc[mt][nt][2 * h + 1], sc(mt, h), nmu));
+                sacc[mt][nt][2 * h] = p0;
+                sacc[mt][nt][2 * h + 1] = p1;
+                sum += p0 + p1;
+            }
+            acc.l[mt][h] = acc.l[mt][h] * alpha[mt][h] + sum;
+            if constexpr (!kPVAccum) {
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc.o[mt][dt][2 * h] *= alpha[mt][h];
+                    acc.o[mt][dt][2 * h + 1] *= alpha[mt][h];
+                }
+            }
+        }
+
+    if constexpr (kByte) {
+        if constexpr (kPVAccum) {
+            // Two-level accumulation: this tile's P V in a fresh
+            // accumulator, then O = O * alpha + tile in fp32.
+            float t[MT][DT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) t[mt][dt][e] = 0.f;
+            if constexpr (kPVFP8) {
+                pv_fp8(t, sacc, sv, wn, lane);
+            } else {
+                pv_f16(t, sacc, sv, wn, lane);
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc.o[mt][dt][e] = fmaf(acc.o[mt][dt][e], alpha[mt][e >> 1], t[mt][dt][e]);
+        } else if constexpr (kPVFP8) {
+            pv_fp8(acc.o, sacc, sv, wn, lane);
+        } else {
+            pv_f16(acc.o, sacc, sv, wn, lane);
+        }
+        return;
+    }
+
+    // O += P V: P's C fragments of two adjacent n8 tiles are the A fragment
+    // of one k16 step, so P never leaves registers.
+    const int vrow = wn * kColsPerWarp + (lane & 7) + ((lane >> 3) & 1) * 8, vcol = (lane >> 4) * 8;
+    const uint32_t va = sv + tile_off(vrow, vcol) * 2;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            pa[mt][0] = pack2(sacc[mt][2 * kk][0], sacc[mt][2 * kk][1]);
+            pa[mt][1] = pack2(sacc[mt][2 * kk][2], sacc[mt][2 * kk][3]);
+            pa[mt][2] = pack2(sacc[mt][2 * kk + 1][0], sacc[mt][2 * kk + 1][1]);
+            pa[mt][3] = pack2(sacc[mt][2 * kk + 1][2], sacc[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < DT / 2; ++dp) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, kstep(va + kk * 16 * kRowBytes, sv, vrow + kk * 16, vcol, dp));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma16816(acc.o[mt][2 * dp], pa[mt], b[0], b[1]);
+                mma16816(acc.o[mt][2 * dp + 1], pa[mt], b[2], b[3]);
+            }
+        }
+    }
+}
+
+// attend folds one K/V tile (keys kv0..kv0+BN-1) into the warp's state.
+__device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, uint32_t sk, uint32_t sv,
+                                       int m0, int kv0, int s, const RowScale& sc, const float* krs, int wm, int wn,
+                                       int lane) {
+    Scores sacc;
+    scores(sacc, qf, sq, sk, wm, wn, lane, krs, kv0, s);
+    mask(sacc, m0, kv0, s, wm, wn, lane);
+    softmax_pv(acc, sacc, sv, sc, wn, lane);
+}
+
+// consumer_sync is a barrier over the consumer warps only.
+__device__ __forceinline__ void consumer_sync() {
+    if constexpr (kWS) {
+        bar_sync(kBarConsumers, kConsumerThreads);
+    } else {
+        __syncthreads();
+    }
+}
+
+// static_for calls f(std::integral_constant<int, i>) for i = 0..N-1, so f
+// can index register arrays with a compile-time i.
+template <int N, int I = 0, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+    if constexpr (I < N) {
+        f(std::integral_constant<int, I>{});
+        static_for<N, I + 1>(f);
+    }
+}
+
+// finish reduces the row sums over the quad, merges the WARPS_N partial
+// states through shared memory, normalises and stores the tile's output
+// (or, with split-kv, its fp32 partial and log-sum-exp).
+__device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile& w, char* smem, int wm,
+                                       int wn, int lane) {
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            acc.l[mt][h] += __shfl_xor_sync(0xffffffffu, acc.l[mt][h], 1);
+            acc.l[mt][h] += __shfl_xor_sync(0xffffffffu, acc.l[mt][h], 2);
+        }
+
+    // With WARPS_N > 1 each key slice c merges and stores one block of
+    // kDTW n8 tiles of O's columns. Every slice hands its (m, l) and, for
+    // every other slice's block, its unscaled O to that slice in one round
+    // (fragment order, one conflict-free float4 per lane): two barriers, and
+    // the merge and the stores are spread over all the warps.
+    constexpr int kDTW = DT / kWarpsN;
+    static_assert(DT % kWarpsN == 0, "the key slices split O's columns evenly");
+    float4* opart = reinterpret_cast<float4*>(smem + kCombineOffset);
+    float2* ml = reinterpret_cast<float2*>(smem + kCombineOffset + kCombineOBytes);  // [WARPS_N][BM]
+    // Slot of the block slice j hands to slice c (j != c): (WARPS_N - 1)
+    // blocks per slice, so the area is as large as (WARPS_N - 1) whole O's.
+    const auto slot = [&](int j, int c, int mt, int dtl) {
+        const int pair = j * (kWarpsN - 1) + (c < j ? c : c - 1);
+        return ((pair * kWarpsM + wm) * MT + mt) * kDTW + dtl;
+    };
+    if constexpr (kWarpsN > 1) {
+        consumer_sync();  // nothing still reads the area (ring, Q, last tile's merge)
+        if (t4 == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    ml[wn * BM + wm * kRowsPerWarp + mt * 16 + g + 8 * h] = make_float2(acc.m[mt][h], acc.l[mt][h]);
+        }
+        static_for<kWarpsN>([&](auto cc) {
+            constexpr int c = decltype(cc)::value;
+            if (c == wn) return;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dtl = 0; dtl < kDTW; ++dtl) {
+                    const float* o = acc.o[mt][c * kDTW + dtl];
+                    opart[slot(wn, c, mt, dtl) * 32 + lane] = make_float4(o[0], o[1], o[2], o[3]);
+                }
+        });
+        consumer_sync();
+    }
+
+    const size_t rows = (size_t)p.b * p.h * p.s;
+    const size_t head = (size_t)w.bh * p.s;
+    static_for<kWarpsN>([&](auto cc) {
+        constexpr int c = decltype(cc)::value;
+        if (kWarpsN > 1 && c != wn) return;
+        if constexpr (kWarpsN > 1) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                // wgt[j][h]: slice j's weight exp(m_j - max) for row half h.
+                float wgt[kWarpsN][2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = wm * kRowsPerWarp + mt * 16 + g + 8 * h;
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int j = 0; j < kWarpsN; ++j) mx = fmaxf(mx, ml[j * BM + r].x);
+                    const float mu = mx == -INFINITY ? 0.f : mx;
+                    float l = 0.f;
+#pragma unroll
+                    for (int j = 0; j < kWarpsN; ++j) {
+                        const float2 v = ml[j * BM + r];
+                        wgt[j][h] = exp_s(v.x - mu);
+                        l += v.y * wgt[j][h];
+                    }
+                    acc.m[mt][h] = mx;
+                    acc.l[mt][h] = l;
+                }
+#pragma unroll
+                for (int dtl = 0; dtl < kDTW; ++dtl) {
+                    float* o = acc.o[mt][c * kDTW + dtl];
+                    float o0 = o[0] * wgt[c][0], o1 = o[1] * wgt[c][0];
+                    float o2 = o[2] * wgt[c][1], o3 = o[3] * wgt[c][1];
+#pragma unroll
+                    for (int j = 0; j < kWarpsN; ++j) {
+                        if (j == c) continue;
+                        const float4 v = opart[slot(j, c, mt, dtl) * 32 + lane];
+                        o0 = fmaf(v.x, wgt[j][0], o0);
+                        o1 = fmaf(v.y, wgt[j][0], o1);
+                        o2 = fmaf(v.z, wgt[j][1], o2);
+                        o3 = fmaf(v.w, wgt[j][1], o3);
+                    }
+                    o[0] = o0;
+                    o[1] = o1;
+                    o[2] = o2;
+                    o[3] = o3;
+                }
+            }
+        }
+
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = w.m0 + wm * kRowsPerWarp + mt * 16 + g + 8 * h;
+                if (row >= p.s) continue;
+                const float l = acc.l[mt][h];
+                // A row with no key writes 0. fp8 V's dequantisation scale
+                // applies to the whole row, int8 V's per column.
+                const float inv = l > 0.f ? (kFP8 ? p.v_scale : 1.f) / l : 0.f;
+                if constexpr (kByte) {
+                    // Tiles 2c' and 2c'+1 hold columns 16c' + 4t + {0, 2}
+                    // and {1, 3}: four adjacent columns a thread.
+#pragma unroll
+                    for (int dt = c * kDTW; dt < (c + 1) * kDTW; dt += 2) {
+                        const int col = (dt / 2) * 16 + t4 * 4;
+                        float4 f = make_float4(inv, inv, inv, inv);
+                        if constexpr (kInt8) {
+                            const float4 vs = __ldg(reinterpret_cast<const float4*>(p.v_col_scale + (size_t)w.bh * D + col));
+                            f = make_float4(inv * vs.x, inv * vs.y, inv * vs.z, inv * vs.w);
+                        }
+                        const float* ev = acc.o[mt][dt];
+                        const float* od = acc.o[mt][dt + 1];
+                        const float o0 = ev[2 * h] * f.x, o1 = od[2 * h] * f.y;
+                        const float o2 = ev[2 * h + 1] * f.z, o3 = od[2 * h + 1] * f.w;
+                        if constexpr (kSplit == 1) {
+                            oelem* o = static_cast<oelem*>(p.o) + (head + row) * D;
+                            *reinterpret_cast<uint2*>(o + col) = make_uint2(pack2(o0, o1), pack2(o2, o3));
+                        } else {
+                            float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
+                            *reinterpret_cast<float4*>(o + col) = make_float4(o0, o1, o2, o3);
+                        }
+                    }
+                } else if constexpr (kSplit == 1) {
+                    oelem* o = static_cast<oelem*>(p.o) + (head + row) * D;
+#pragma unroll
+                    for (int dt = c * kDTW; dt < (c + 1) * kDTW; ++dt)
+                        *reinterpret_cast<uint32_t*>(o + dt * 8 + t4 * 2) =
+                            pack2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
+                } else {
+                    float* o = p.o_part + ((size_t)w.split * rows + head + row) * D;
+#pragma unroll
+                    for (int dt = c * kDTW; dt < (c + 1) * kDTW; ++dt)
+                        *reinterpret_cast<float2*>(o + dt * 8 + t4 * 2) =
+                            make_float2(acc.o[mt][dt][2 * h] * inv, acc.o[mt][dt][2 * h + 1] * inv);
+                }
+                if (kSplit > 1 && c == 0 && t4 == 0) {
+                    // l carries P's 2^8 (kPBias) with fp8 P; the log-sum-exp
+                    // does not.
+                    const float m = (kFastExp ? acc.m[mt][h] * kLn2 : acc.m[mt][h]) - (kFastExp ? kPBias * kLn2 : kPBias);
+                    p.lse_part[(size_t)w.split * rows + head + row] = l > 0.f ? m + logf(l) : -INFINITY;
+                }
+            }
+    });
+}
+
+// ---- the two pipelines -----------------------------------------------------
+
+// softmax_scale is the factor of a raw score in the exponent: the caller's
+// scale, fp8's Q and K dequantisation scales, and log2(e) with fast exp.
+__device__ __forceinline__ float softmax_scale(const SdpaParams& p) {
+    return p.scale * (kFP8 ? p.q_scale * p.k_scale : 1.f) * (kFastExp ? kLog2e : 1.f);
+}
+
+// row_scale sets r to the factor of the raw scores in the exponent for the
+// thread's rows of tile w: sc (softmax_scale), times each query row's scale
+// with int8 (rows past s take the last row's; they are never stored).
+__device__ __forceinline__ void row_scale(RowScale& r, const SdpaParams& p, const Tile& w, float sc, int wm,
+                                          int lane) {
+    if constexpr (!kInt8) {
+        r.v[0][0] = sc;
+    } else {
+        const float* qrs = p.q_row_scale + (size_t)w.bh * p.s;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = w.m0 + wm * kRowsPerWarp + mt * 16 + (lane >> 2) + 8 * h;
+                r.v[mt][h] = sc * __ldg(qrs + cmin(row, p.s - 1));
+            }
+    }
+}
+
+// k_row_scales is the head's K row scales with int8, else null.
+__device__ __forceinline__ const float* k_row_scales(const SdpaParams& p, const Tile& w) {
+    return kInt8 ? p.k_row_scale + (size_t)w.bh * p.s : nullptr;
+}
+
+// With kSplitFirst the cooperative pipeline loads the first K/V tile of a
+// query block as two cp.async groups, K then V, and starts that tile's
+// scores once K has landed. Measured on the H100 (kernels/NOTES.md): 5%
+// off the causal 8x16x4096x64 tune's best and 1% off the short shapes at
+// D=64; at D=128 it cost 2%, so it is compiled at D=64 only.
+constexpr bool kSplitFirst = D == 64 && kStages >= 2;
+
+// Every warp loads and computes; up to STAGES-1 tiles are in flight ahead of
+// the one being computed.
+__device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem) {
+    elem* sq = reinterpret_cast<elem*>(smem);
+    elem* ring = sq + kQElems;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % kWarpsM, wn = warp / kWarpsM;
+    const float sc = softmax_scale(p);
+
+    for_each_tile(p, [&](const Tile& w) {
+        Acc acc;
+        acc_init(acc);
+        QFrag qf;
+        if constexpr (kPersistent) __syncthreads();  // the last tile's readers are done
+        if (w.nkb > 0) {
+            RowScale rs;
+            row_scale(rs, p, w, sc, wm, lane);
+            const float* krs = k_row_scales(p, w);
+            const size_t head = (size_t)w.bh * p.s * D;
+            const elem* q = static_cast<const elem*>(p.q) + head;
+            const elem* k = static_cast<const elem*>(p.k) + head;
+            const elem* v = static_cast<const elem*>(p.v) + head;
+            // Tile j's K in its ring slot; its V follows.
+            const auto slot_of = [&](int j) { return ring + (j % kStages) * 2 * kTileElems; };
+            const auto k_at = [&](int j) { return smem_addr(slot_of(j)); };
+            const auto load_kv = [&](int j) {
+                const int kv0 = (w.kb0 + j) * BN;
+                load_tile<BN, kConsumerThreads>(slot_of(j), k, kv0, p.s, tid);
+                load_tile<BN, kConsumerThreads>(slot_of(j) + kTileElems, v, kv0, p.s, tid);
+            };
+            load_tile<BM, kConsumerThreads>(sq, q, w.m0, p.s, tid);
+            cp_async_commit();
+            if constexpr (kSplitFirst) {
+                load_tile<BN, kConsumerThreads>(ring, k, w.kb0 * BN, p.s, tid);
+                cp_async_commit();
+                load_tile<BN, kConsumerThreads>(ring + kTileElems, v, w.kb0 * BN, p.s, tid);
+                cp_async_commit();
+            }
+#pragma unroll
+            for (int j = kSplitFirst ? 1 : 0; j < kStages - 1; ++j) {
+                if (j < w.nkb) load_kv(j);
+                cp_async_commit();  // empty groups keep the group count fixed
+            }
+            if constexpr (kQInRegs) {
+                cp_async_wait<kStages - 1 + (kSplitFirst ? 1 : 0)>();  // Q only
+                __syncthreads();
+                load_q_regs(qf, smem_addr(sq), wm, lane);
+            }
+            int j0 = 0;
+            if constexpr (kSplitFirst) {
+                // Groups so far: Q, K0, V0, tiles 1..S-2. Tile 0's scores
+                // need K only, so they start before V lands.
+                cp_async_wait<kStages - 1>();
+                __syncthreads();
+                if (kStages - 1 < w.nkb) load_kv(kStages - 1);
+                cp_async_commit();
+                Scores sacc;
+                scores(sacc, qf, smem_addr(sq), k_at(0), wm, wn, lane, krs, w.kb0 * BN, p.s);
+                mask(sacc, w.m0, w.kb0 * BN, p.s, wm, wn, lane);
+                cp_async_wait<kStages - 1>();
+                __syncthreads();
+                softmax_pv(acc, sacc, k_at(0) + kTileElems * kEsz, rs, wn, lane);
+                j0 = 1;
+            }
+            for (int j = j0; j < w.nkb; ++j) {
+                if constexpr (kStages == 1) {
+                    load_kv(j);
+                    cp_async_commit();
+                    cp_async_wait<0>();
+                    __syncthreads();
+                } else {
+                    // Groups so far: Q, tiles 0..S-2 (tile 0 as K and V
+                    // with kSplitFirst), then one per earlier iteration;
+                    // tile j's is done when S-2 are pending.
+                    cp_async_wait<kStages - 2>();
+                    // One barrier per tile: past it tile j is visible to
+                    // every warp, and every warp is done with tile j-1, so
+                    // its slot takes tile j+S-1 while tile j is computed.
+                    __syncthreads();
+                    if (j + kStages - 1 < w.nkb) load_kv(j + kStages - 1);
+                    cp_async_commit();  // empty groups keep the count fixed
+                }
+                attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, rs, krs,
+                       wm, wn, lane);
+                if constexpr (kStages == 1) __syncthreads();  // the slot is free for the next load
+            }
+        }
+        finish(acc, p, w, smem, wm, wn, lane);
+    });
+}
+
+// Tiles a producer keeps in flight. With two, tile i is handed over only
+// after tile i+1 has been issued, which is free when the consumers need it
+// two or more tiles later (STAGES >= 3); with two slots they would wait on
+// that issue every tile, so STAGES = 2 keeps one.
+constexpr int kProducerLead = kStages >= 3 ? 2 : 1;
+
+// Producer warps stream K/V tiles into the ring; consumer warps compute.
+// Slot i of the ring is handed over with barrier kBarFull+i (producers
+// arrive, consumers wait) and handed back with kBarEmpty+i (consumers
+// arrive, producers wait). The ring position runs on across tiles.
+__device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem) {
+    elem* sq = reinterpret_cast<elem*>(smem);
+    elem* ring = sq + kQElems;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    if (warp >= kWarps) {
+        const int ptid = tid - kConsumerThreads;
+        int it = 0;
+        // Tile i is handed over once its data has landed.
+        const auto hand_over = [&](int i) {
+            __threadfence_block();
+            bar_arrive(kBarFull + i % kStages, kThreads);
+        };
+        for_each_tile(p, [&](const Tile& w) {
+            const size_t head = (size_t)w.bh * p.s * D;
+            const elem* k = static_cast<const elem*>(p.k) + head;
+            const elem* v = static_cast<const elem*>(p.v) + head;
+            for (int j = 0; j < w.nkb; ++j, ++it) {
+                const int slot = it % kStages;
+                if (it >= kStages) bar_sync(kBarEmpty + slot, kThreads);
+                elem* sk = ring + slot * 2 * kTileElems;
+                const int kv0 = (w.kb0 + j) * BN;
+                load_tile<BN, kProducerThreads>(sk, k, kv0, p.s, ptid);
+                load_tile<BN, kProducerThreads>(sk + kTileElems, v, kv0, p.s, ptid);
+                cp_async_commit();
+                if constexpr (kProducerLead == 1) {
+                    cp_async_wait<0>();
+                    hand_over(it);
+                } else if (it >= 1) {
+                    // Two tiles in flight: the one before this has landed.
+                    cp_async_wait<1>();
+                    hand_over(it - 1);
+                }
+            }
+        });
+        if (kProducerLead == 2 && it >= 1) {
+            cp_async_wait<0>();
+            hand_over(it - 1);
+        }
+        // Match the consumers' last hand-backs so no barrier is left pending.
+        for (int j = cmax(it - kStages, 0); j < it; ++j) bar_sync(kBarEmpty + j % kStages, kThreads);
+        return;
+    }
+
+    const int wm = warp % kWarpsM, wn = warp / kWarpsM;
+    const float sc = softmax_scale(p);
+    int it = 0;
+    for_each_tile(p, [&](const Tile& w) {
+        Acc acc;
+        acc_init(acc);
+        QFrag qf;
+        if constexpr (kPersistent) consumer_sync();  // the last tile's Q readers are done
+        if (w.nkb > 0) {
+            RowScale rs;
+            row_scale(rs, p, w, sc, wm, lane);
+            const float* krs = k_row_scales(p, w);
+            const elem* q = static_cast<const elem*>(p.q) + (size_t)w.bh * p.s * D;
+            load_tile<BM, kConsumerThreads>(sq, q, w.m0, p.s, tid);
+            cp_async_commit();
+            cp_async_wait<0>();
+            consumer_sync();
+            load_q_regs(qf, smem_addr(sq), wm, lane);
+            for (int j = 0; j < w.nkb; ++j, ++it) {
+                const int slot = it % kStages;
+                bar_sync(kBarFull + slot, kThreads);
+                const uint32_t sk = smem_addr(ring + slot * 2 * kTileElems);
+                attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, rs, krs, wm,
+                       wn, lane);
+                bar_arrive(kBarEmpty + slot, kThreads);
+            }
+        }
+        finish(acc, p, w, smem, wm, wn, lane);
+    });
+}
+
+}  // namespace sdpa
+
+extern "C" __global__ void __launch_bounds__(sdpa::kThreads, SDPA_MIN_BLOCKS) sdpa_fwd(const SdpaParams p) {
+    extern __shared__ __align__(1024) char smem[];
+    // A launch with less shared memory than this build uses, or for another
+    // head dimension, would silently corrupt; stop it instead. The XOR
+    // kstep needs the tiles 256-byte aligned.
+    uint32_t dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
+    if (dyn < (uint32_t)sdpa::kSmemBytes || p.d != sdpa::D || (sdpa::smem_addr(smem) & 255u) != 0) __trap();
+    if constexpr (sdpa::kWS) {
+        sdpa::run_specialised(p, smem);
+    } else {
+        sdpa::run_cooperative(p, smem);
+    }
+}
+
+// sdpa_combine merges the SPLIT_KV partial outputs of each row, weighting
+// each by exp(lse - max lse); a row whose chunks are all empty writes 0.
+// One warp per row, 4 rows per 128-thread block, striding over all rows.
+extern "C" __global__ void __launch_bounds__(128) sdpa_combine(const SdpaParams p) {
+    using namespace sdpa;
+    constexpr int kRowsPerBlock = 4;
+    constexpr int kPerLane = D / 32;  // 2 or 4 elements, in float2 pairs
+    const size_t rows = (size_t)p.b * p.h * p.s;
+    const int lane = threadIdx.x & 31;
+    for (size_t row = (size_t)blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5); row < rows;
+         row += (size_t)gridDim.x * kRowsPerBlock) {
+        float lse[kSplit];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < kSplit; ++s) {
+            lse[s] = p.lse_part[s * rows + row];
+            mx = fmaxf(mx, lse[s]);
+        }
+        float acc[kPerLane] = {};
+        if (mx != -INFINITY) {
+            float total = 0.f;
+#pragma unroll
+            for (int s = 0; s < kSplit; ++s) {
+                const float wgt = expf(lse[s] - mx);
+                total += wgt;
+                const float* o = p.o_part + (s * rows + row) * D + lane * kPerLane;
+#pragma unroll
+                for (int e = 0; e < kPerLane; e += 2) {
+                    const float2 v = *reinterpret_cast<const float2*>(o + e);
+                    acc[e] += wgt * v.x;
+                    acc[e + 1] += wgt * v.y;
+                }
+            }
+            const float inv = 1.f / total;
+#pragma unroll
+            for (int e = 0; e < kPerLane; ++e) acc[e] *= inv;
+        }
+        oelem* o = static_cast<oelem*>(p.o) + row * D + lane * kPerLane;
+#pragma unroll
+        for (int e = 0; e < kPerLane; e += 2) *reinterpret_cast<uint32_t*>(o + e) = pack2(acc[e], acc[e + 1]);
+    }
+}
