@@ -13,18 +13,7 @@ import (
 // options are refused, each in one line naming the flag, where they make no
 // sense.
 func TestFP8Problem(t *testing.T) {
-	count := func(args ...string) int {
-		t.Helper()
-		stdout, stderr, code := runCLI(t, append([]string{"space", "--count"}, args...)...)
-		if code != 0 || stderr != "" {
-			t.Fatalf("space --count %v: exit %d, stderr %q", args, code, stderr)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(stdout))
-		if err != nil || n <= 0 {
-			t.Fatalf("space --count %v printed %q", args, stdout)
-		}
-		return n
-	}
+	count := func(args ...string) int { return spaceCount(t, args...) }
 	fp16, fp8 := count(), count("--dtype", "fp8")
 	if fp8 == fp16 {
 		t.Errorf("the fp8 space has as many configs as fp16's (%d): its knobs did not reach the space", fp8)
@@ -90,4 +79,19 @@ func TestFP8RefusesOldNVCC(t *testing.T) {
 	if strings.Contains(stderr, "needs nvcc") {
 		t.Errorf("fp16 was refused for its nvcc: %q", stderr)
 	}
+}
+
+// spaceCount runs `evotune space --count` with args and returns the count,
+// failing the test on any error output or a count that is not positive.
+func spaceCount(t *testing.T, args ...string) int {
+	t.Helper()
+	stdout, stderr, code := runCLI(t, append([]string{"space", "--count"}, args...)...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("space --count %v: exit %d, stderr %q", args, code, stderr)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(stdout))
+	if err != nil || n <= 0 {
+		t.Fatalf("space --count %v printed %q", args, stdout)
+	}
+	return n
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -13,18 +12,7 @@ import (
 // with pv_accum as its one knob of its own and a bf16 output on request,
 // and that int8's refusals are one line naming the flag.
 func TestInt8Problem(t *testing.T) {
-	count := func(args ...string) int {
-		t.Helper()
-		stdout, stderr, code := runCLI(t, append([]string{"space", "--count"}, args...)...)
-		if code != 0 || stderr != "" {
-			t.Fatalf("space --count %v: exit %d, stderr %q", args, code, stderr)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(stdout))
-		if err != nil || n <= 0 {
-			t.Fatalf("space --count %v printed %q", args, stdout)
-		}
-		return n
-	}
+	count := func(args ...string) int { return spaceCount(t, args...) }
 	fp16 := count()
 	for _, arch := range []string{"sm_80", "sm_86", "sm_89", "sm_90"} {
 		if n := count("--dtype", "int8", "--arch", arch); n == fp16 {
