@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"evotune/cmd/evotune/internal/export"
 	"evotune/elites"
 	"evotune/space"
 )
@@ -103,7 +104,7 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var exp export
+	var exp export.Export
 	if err := json.Unmarshal(data, &exp); err != nil {
 		t.Fatalf("sdpa_best.json: %v", err)
 	}
@@ -162,7 +163,7 @@ func TestExportDispatch(t *testing.T) {
 	if _, stderr, code := runCLI(t, "export", "--archive", testArchive2, "--out", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var exp export
+	var exp export.Export
 	data, err := os.ReadFile(filepath.Join(out, "evotune_best.json"))
 	if err != nil {
 		t.Fatal(err)

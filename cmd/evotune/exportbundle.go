@@ -7,22 +7,16 @@ import (
 	"strings"
 
 	"evotune/cmd/evotune/internal/bundle"
+	"evotune/cmd/evotune/internal/export"
 	"evotune/elites"
 	"evotune/kernels"
 )
-
-// exportedBundle is what the export JSON says of the launcher bundle.
-type exportedBundle struct {
-	Files            []string `json:"files"`
-	Configs          []string `json:"configs"` // compiled, the overall best first
-	KernelSourceHash string   `json:"kernel_source_hash"`
-}
 
 // exportBundle renders the launcher bundle of exp, the kernel source
 // exactly as the archive measured it included, and records it in exp. An
 // archive whose results were replayed measured no kernel source: it gets
 // no bundle, and note says so.
-func exportBundle(a *elites.Archive, exp *export, kernelSource string) (files []bundle.File, note string, err error) {
+func exportBundle(a *elites.Archive, exp *export.Export, kernelSource string) (files []bundle.File, note string, err error) {
 	if exp.Provenance.Replay != "" {
 		return nil, fmt.Sprintf("no launcher: the archive's results were replayed from %s, not measured from a kernel source; wrote the header and JSON only", exp.Provenance.Replay), nil
 	}
@@ -61,7 +55,7 @@ func exportBundle(a *elites.Archive, exp *export, kernelSource string) (files []
 	if err != nil {
 		return nil, "", fmt.Errorf("export: %w", err)
 	}
-	exp.Bundle = &exportedBundle{Files: bundle.Paths(files), KernelSourceHash: src.Hash}
+	exp.Bundle = &export.Bundle{Files: bundle.Paths(files), KernelSourceHash: src.Hash}
 	for _, c := range b.Configs {
 		exp.Bundle.Configs = append(exp.Bundle.Configs, c.Key)
 	}

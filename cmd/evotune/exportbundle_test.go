@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"evotune/cmd/evotune/internal/export"
 	"evotune/kernels"
 )
 
@@ -38,13 +39,13 @@ func measuredArchive(t *testing.T, sourceHash string) string {
 	return dir
 }
 
-func readExportJSON(t *testing.T, path string) export {
+func readExportJSON(t *testing.T, path string) export.Export {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var exp export
+	var exp export.Export
 	if err := json.Unmarshal(data, &exp); err != nil {
 		t.Fatal(err)
 	}
