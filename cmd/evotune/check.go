@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	}
 	// The config is read against the architecture's default space first, so
 	// that a mistyped knob is reported before any GPU or nvcc is looked for.
-	sp, err := familySpace("check", prob, cmpOr(opts.gpu.Arch, kernels.DefaultArch))
+	sp, err := familySpace("check", prob, cmp.Or(opts.gpu.Arch, kernels.DefaultArch))
 	if err != nil {
 		return err
 	}

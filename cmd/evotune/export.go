@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -171,7 +172,7 @@ func newExport(a *elites.Archive, name, archivePath string, now time.Time) (expo
 	if err != nil {
 		return export.Export{}, fmt.Errorf("export: %w", err)
 	}
-	sp, err := familySpace("export", meta.Problem, cmpOr(meta.Arch, kernels.DefaultArch))
+	sp, err := familySpace("export", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArch))
 	if err != nil {
 		return export.Export{}, fmt.Errorf("export: the archive's problem: %w", err)
 	}
@@ -277,11 +278,4 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

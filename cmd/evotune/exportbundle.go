@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,7 +34,7 @@ func exportBundle(a *elites.Archive, exp *export.Export, kernelSource string) (f
 		}
 		given = &src
 	}
-	src, err := bundle.Resolve(cmpOr(exp.Meta.SourceHash, exp.Provenance.SourceHash), given, embedded)
+	src, err := bundle.Resolve(cmp.Or(exp.Meta.SourceHash, exp.Provenance.SourceHash), given, embedded)
 	if err != nil {
 		return nil, "", fmt.Errorf("export: %v; give --kernel-source with the source it measured (its .cu file, or a folder with %s, such as kernels/ of the commit that measured it)", err, strings.Join(slices.Sorted(maps.Keys(embedded.Files)), " and "))
 	}

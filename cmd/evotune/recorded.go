@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 
@@ -134,6 +135,6 @@ func loadKTCache(cmd, path string, validOnly bool, macro []string) (recordedSpac
 		rs.space = sp.Restrict(kt.Valid())
 		protocol = fmt.Sprintf("the %d timed configs of the %d in the product of %d tune parameters (--kt-valid-only)", kt.Timed(), raw, len(sp.Knobs))
 	}
-	rs.recorded = fmt.Sprintf("Kernel Tuner cache of %s on %s: %s", cmpOr(kt.Kernel(), "a kernel"), cmpOr(kt.Device(), "an unnamed GPU"), protocol)
+	rs.recorded = fmt.Sprintf("Kernel Tuner cache of %s on %s: %s", cmp.Or(kt.Kernel(), "a kernel"), cmp.Or(kt.Device(), "an unnamed GPU"), protocol)
 	return rs, nil
 }

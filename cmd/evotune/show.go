@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,7 +67,7 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	defer a.Close()
 	warnSkipped(c.stderr, a)
 	if meta := a.Meta(); meta.Problem.Family != "" {
-		if sp, err := familySpace("show", meta.Problem, cmpOr(meta.Arch, kernels.DefaultArch)); err == nil {
+		if sp, err := familySpace("show", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArch)); err == nil {
 			warnForeign(c.stderr, a, sp)
 		}
 	}
