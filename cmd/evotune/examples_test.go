@@ -137,35 +137,7 @@ func TestExamplesBuildFP8(t *testing.T) {
 		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)
 	}
 	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "fp8", Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}}
-	tg, err := kernels.TargetFor("sm_89")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := kernels.SDPASpace(prob, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	def := sp.Default()
-	flags, err := sp.Flags(def)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bd, err := bundle.New("attention", prob, kernels.SDPASource(), "sm_89", bundle.Config{Key: def.Key(), Config: def, Flags: flags}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := bd.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := t.TempDir()
-	if err := writeExport(work, files); err != nil {
-		t.Fatal(err)
-	}
-	examples, err := filepath.Abs(examplesDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	work, examples := defaultBundle(t, prob, "sm_89")
 	// Compiled, not linked: the nvcc CI unpacks for fp8 comes without its
 	// own CUDA runtime library.
 	for _, src := range []string{filepath.Join(work, "attention_launch.cu"), filepath.Join(examples, "cmake", "attention_test.cu")} {
@@ -181,7 +153,16 @@ func TestExamplesBuildInt8(t *testing.T) {
 	t.Parallel() // slow (subprocesses, replays or nvcc) and independent of the other tests
 	nvcc := nvccFor(t)
 	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "int8", OutDtype: "bf16", Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}}
-	tg, err := kernels.TargetFor("sm_80")
+	work, examples := defaultBundle(t, prob, "sm_80")
+	runTool(t, work, nvcc, "-std=c++17", "-O3", "-arch=sm_80", "-I", work, "-o", filepath.Join(work, "attention_test"),
+		filepath.Join(work, "attention_launch.cu"), filepath.Join(examples, "cmake", "attention_test.cu"))
+}
+
+// defaultBundle exports the family default of prob for arch into a fresh
+// directory and returns it with the examples folder's absolute path.
+func defaultBundle(t *testing.T, prob space.Problem, arch string) (work, examples string) {
+	t.Helper()
+	tg, err := kernels.TargetFor(arch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +175,7 @@ func TestExamplesBuildInt8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bd, err := bundle.New("attention", prob, kernels.SDPASource(), "sm_80", bundle.Config{Key: def.Key(), Config: def, Flags: flags}, nil)
+	bd, err := bundle.New("attention", prob, kernels.SDPASource(), arch, bundle.Config{Key: def.Key(), Config: def, Flags: flags}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,14 +183,13 @@ func TestExamplesBuildInt8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
+	work = t.TempDir()
 	if err := writeExport(work, files); err != nil {
 		t.Fatal(err)
 	}
-	examples, err := filepath.Abs(examplesDir)
+	examples, err = filepath.Abs(examplesDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runTool(t, work, nvcc, "-std=c++17", "-O3", "-arch=sm_80", "-I", work, "-o", filepath.Join(work, "attention_test"),
-		filepath.Join(work, "attention_launch.cu"), filepath.Join(examples, "cmake", "attention_test.cu"))
+	return work, examples
 }
