@@ -278,26 +278,22 @@ func TestFP8BundleCompiles(t *testing.T) {
 // column scale arrays, for every architecture the tuner targets with the
 // nvcc on PATH: IMMA needs no newer nvcc than 11.8.
 func TestInt8BundleCompiles(t *testing.T) {
-	nvcc := lookNVCC(t)
-	dir := t.TempDir()
-	writeBundle(t, testBundle(t, "int8"), dir)
-	args := []string{"-std=c++17", "-O3"}
-	for _, a := range []string{"80", "86", "89", "90"} {
-		args = append(args, "-gencode=arch=compute_"+a+",code=sm_"+a)
-	}
-	args = append(args, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
-	cmd := exec.Command(nvcc, args...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
-	}
+	compileForEveryArch(t, "int8")
 }
 
 // TestBF16BundleCompiles compiles a bf16 launcher for every architecture
 // the tuner targets, with the nvcc on PATH (11.8 in CI).
 func TestBF16BundleCompiles(t *testing.T) {
+	compileForEveryArch(t, "bf16")
+}
+
+// compileForEveryArch compiles a launcher of dtype for every architecture
+// the tuner targets (sm_80, 86, 89, 90) with the nvcc on PATH.
+func compileForEveryArch(t *testing.T, dtype string) {
+	t.Helper()
 	nvcc := lookNVCC(t)
 	dir := t.TempDir()
-	writeBundle(t, testBundle(t, "bf16"), dir)
+	writeBundle(t, testBundle(t, dtype), dir)
 	args := []string{"-std=c++17", "-O3"}
 	for _, a := range []string{"80", "86", "89", "90"} {
 		args = append(args, "-gencode=arch=compute_"+a+",code=sm_"+a)
