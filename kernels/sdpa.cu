@@ -52,6 +52,13 @@
 // runs in fp16 as pv_f16 does, V's bytes widened exactly by the 1024-bias
 // trick (prmt under an fp16 exponent whose ulp is 1, one HSUB2).
 //
+// SDPA_QK_WGMMA=1 (one-byte inputs, an sm_90a build; not yet a knob): Q K^T
+// runs as Hopper's wgmma m64nNk32 instead, four warps of consecutive row
+// groups forming a warpgroup, Q's A fragments from registers and K's tile
+// read by a shared-memory descriptor (its one-byte rows are wgmma's 64- or
+// 128-byte swizzle as they are). The scores land in mma.sync's C layout, so
+// everything after them is unchanged. kernels/NOTES.md, "wgmma for Q K^T".
+//
 // Every knob below is a -D macro with the default of kernels/sdpa_space.go.
 // Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
 // SDPA_INT8, SDPA_OUT_BF16) are fixed per problem.
@@ -124,6 +131,9 @@
 #ifndef SDPA_SPLIT_KV
 #define SDPA_SPLIT_KV 1
 #endif
+#ifndef SDPA_QK_WGMMA
+#define SDPA_QK_WGMMA 0
+#endif
 
 
 namespace sdpa {
@@ -155,6 +165,8 @@ constexpr bool kOutBF16 = kByte ? SDPA_OUT_BF16 != 0 : kBF16;
 constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
 // Two-level accumulation of P V (one-byte inputs only).
 constexpr bool kPVAccum = kByte && SDPA_PV_ACCUM != 0;
+// Q K^T of one-byte inputs as Hopper's asynchronous warpgroup MMA (sm_90a).
+constexpr bool kWgmma = SDPA_QK_WGMMA != 0;
 // Bytes of an input element, input elements per 16-byte chunk, chunks per row.
 constexpr int kEsz = kByte ? 1 : 2;
 constexpr int kVec = 16 / kEsz;
@@ -214,6 +226,18 @@ static_assert(kSmemBytes <= 232448, "shared memory beyond any supported GPU");
 static_assert(!(kFP8 && kInt8), "SDPA_FP8 and SDPA_INT8 exclude each other");
 static_assert(!kByte || kColsPerWarp % 32 == 0, "one-byte P V takes a warp's keys 32 at a time (one ldmatrix.trans x4)");
 static_assert(!kByte || (DT / kWarpsN) % 2 == 0, "one-byte inputs keep O's even and odd column tiles in one key slice");
+// wgmma: four warps of consecutive row groups and one key slice form a
+// warpgroup; Q's A fragments come from registers and K's B operand straight
+// from its swizzled tile, whose rows (64 or 128 bytes) are exactly the 64- or
+// 128-byte swizzle of the wgmma shared-memory descriptor.
+static_assert(!kWgmma || kByte, "SDPA_QK_WGMMA takes one-byte inputs (fp8 or int8)");
+static_assert(!kWgmma || (kWarpsM % 4 == 0 && kSwizzle && kQInRegs),
+              "SDPA_QK_WGMMA needs row groups in fours (block_m >= 64, warps >= 4), the swizzled layout and Q in registers");
+static_assert(!kWgmma || (kColsPerWarp == 32 || kColsPerWarp == 64 || kColsPerWarp == 128 || kColsPerWarp == 256),
+              "SDPA_QK_WGMMA takes key slices of 32 to 256 keys");
+#if SDPA_QK_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "SDPA_QK_WGMMA needs sm_90a"
+#endif
 #ifdef SDPA_EXPECT_SMEM
 // Compile tests pass kernels.SharedBytes here so the Go side cannot drift.
 static_assert(kSmemBytes == SDPA_EXPECT_SMEM, "kernels.SharedBytes disagrees with the kernel");
@@ -238,9 +262,13 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int sr
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// cp_async_wait waits until at most N groups are pending. With wgmma the
+// landed tiles are read through the async proxy, so each thread's writes are
+// fenced for it before the barrier that hands them over.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    if constexpr (kWgmma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 __device__ __forceinline__ void bar_sync(int id, int n) {
@@ -295,6 +323,236 @@ __device__ __forceinline__ void mma16816_f16(float (&c)[4], const uint32_t (&a)[
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+#if SDPA_QK_WGMMA
+// The shared-memory descriptor of a K-major tile of one-byte rows at addr:
+// 64-byte rows take the 64-byte swizzle, 128-byte rows the 128-byte one (the
+// layouts tile_off writes); 8-row groups are 8 rows apart, and the leading
+// offset is unused (one k32 step stays inside a row's swizzle atom).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr) {
+    constexpr uint64_t kMode = D * kEsz == 128 ? 1 : 2;
+    constexpr uint64_t kGroup = 8 * D * kEsz;
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((kGroup >> 4) << 32) | (kMode << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// wg_pin keeps the compiler from moving a register across the asynchronous
+// MMA's issue and wait.
+__device__ __forceinline__ void wg_pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void wg_pin(int& x) { asm volatile("" : "+r"(x)::"memory"); }
+
+// wg_qk: c (+)= a * B for the warpgroup's 64 rows and N = 8 * (c's tiles)
+// keys, a from registers (the m16n8k32 A layout, per warp), B by descriptor;
+// acc = 0 overwrites c. E4M3 into fp32, or int8 into int32.
+__device__ __forceinline__ void wg_qk(float (&c)[4][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, {%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+        : "+f"(c[0][0]), "+f"(c[0][1]), "+f"(c[0][2]), "+f"(c[0][3]),
+          "+f"(c[1][0]), "+f"(c[1][1]), "+f"(c[1][2]), "+f"(c[1][3]),
+          "+f"(c[2][0]), "+f"(c[2][1]), "+f"(c[2][2]), "+f"(c[2][3]),
+          "+f"(c[3][0]), "+f"(c[3][1]), "+f"(c[3][2]), "+f"(c[3][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_qk(float (&c)[8][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : "+f"(c[0][0]), "+f"(c[0][1]), "+f"(c[0][2]), "+f"(c[0][3]),
+          "+f"(c[1][0]), "+f"(c[1][1]), "+f"(c[1][2]), "+f"(c[1][3]),
+          "+f"(c[2][0]), "+f"(c[2][1]), "+f"(c[2][2]), "+f"(c[2][3]),
+          "+f"(c[3][0]), "+f"(c[3][1]), "+f"(c[3][2]), "+f"(c[3][3]),
+          "+f"(c[4][0]), "+f"(c[4][1]), "+f"(c[4][2]), "+f"(c[4][3]),
+          "+f"(c[5][0]), "+f"(c[5][1]), "+f"(c[5][2]), "+f"(c[5][3]),
+          "+f"(c[6][0]), "+f"(c[6][1]), "+f"(c[6][2]), "+f"(c[6][3]),
+          "+f"(c[7][0]), "+f"(c[7][1]), "+f"(c[7][2]), "+f"(c[7][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_qk(float (&c)[16][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : "+f"(c[0][0]), "+f"(c[0][1]), "+f"(c[0][2]), "+f"(c[0][3]),
+          "+f"(c[1][0]), "+f"(c[1][1]), "+f"(c[1][2]), "+f"(c[1][3]),
+          "+f"(c[2][0]), "+f"(c[2][1]), "+f"(c[2][2]), "+f"(c[2][3]),
+          "+f"(c[3][0]), "+f"(c[3][1]), "+f"(c[3][2]), "+f"(c[3][3]),
+          "+f"(c[4][0]), "+f"(c[4][1]), "+f"(c[4][2]), "+f"(c[4][3]),
+          "+f"(c[5][0]), "+f"(c[5][1]), "+f"(c[5][2]), "+f"(c[5][3]),
+          "+f"(c[6][0]), "+f"(c[6][1]), "+f"(c[6][2]), "+f"(c[6][3]),
+          "+f"(c[7][0]), "+f"(c[7][1]), "+f"(c[7][2]), "+f"(c[7][3]),
+          "+f"(c[8][0]), "+f"(c[8][1]), "+f"(c[8][2]), "+f"(c[8][3]),
+          "+f"(c[9][0]), "+f"(c[9][1]), "+f"(c[9][2]), "+f"(c[9][3]),
+          "+f"(c[10][0]), "+f"(c[10][1]), "+f"(c[10][2]), "+f"(c[10][3]),
+          "+f"(c[11][0]), "+f"(c[11][1]), "+f"(c[11][2]), "+f"(c[11][3]),
+          "+f"(c[12][0]), "+f"(c[12][1]), "+f"(c[12][2]), "+f"(c[12][3]),
+          "+f"(c[13][0]), "+f"(c[13][1]), "+f"(c[13][2]), "+f"(c[13][3]),
+          "+f"(c[14][0]), "+f"(c[14][1]), "+f"(c[14][2]), "+f"(c[14][3]),
+          "+f"(c[15][0]), "+f"(c[15][1]), "+f"(c[15][2]), "+f"(c[15][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_qk(float (&c)[32][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, {%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
+        : "+f"(c[0][0]), "+f"(c[0][1]), "+f"(c[0][2]), "+f"(c[0][3]),
+          "+f"(c[1][0]), "+f"(c[1][1]), "+f"(c[1][2]), "+f"(c[1][3]),
+          "+f"(c[2][0]), "+f"(c[2][1]), "+f"(c[2][2]), "+f"(c[2][3]),
+          "+f"(c[3][0]), "+f"(c[3][1]), "+f"(c[3][2]), "+f"(c[3][3]),
+          "+f"(c[4][0]), "+f"(c[4][1]), "+f"(c[4][2]), "+f"(c[4][3]),
+          "+f"(c[5][0]), "+f"(c[5][1]), "+f"(c[5][2]), "+f"(c[5][3]),
+          "+f"(c[6][0]), "+f"(c[6][1]), "+f"(c[6][2]), "+f"(c[6][3]),
+          "+f"(c[7][0]), "+f"(c[7][1]), "+f"(c[7][2]), "+f"(c[7][3]),
+          "+f"(c[8][0]), "+f"(c[8][1]), "+f"(c[8][2]), "+f"(c[8][3]),
+          "+f"(c[9][0]), "+f"(c[9][1]), "+f"(c[9][2]), "+f"(c[9][3]),
+          "+f"(c[10][0]), "+f"(c[10][1]), "+f"(c[10][2]), "+f"(c[10][3]),
+          "+f"(c[11][0]), "+f"(c[11][1]), "+f"(c[11][2]), "+f"(c[11][3]),
+          "+f"(c[12][0]), "+f"(c[12][1]), "+f"(c[12][2]), "+f"(c[12][3]),
+          "+f"(c[13][0]), "+f"(c[13][1]), "+f"(c[13][2]), "+f"(c[13][3]),
+          "+f"(c[14][0]), "+f"(c[14][1]), "+f"(c[14][2]), "+f"(c[14][3]),
+          "+f"(c[15][0]), "+f"(c[15][1]), "+f"(c[15][2]), "+f"(c[15][3]),
+          "+f"(c[16][0]), "+f"(c[16][1]), "+f"(c[16][2]), "+f"(c[16][3]),
+          "+f"(c[17][0]), "+f"(c[17][1]), "+f"(c[17][2]), "+f"(c[17][3]),
+          "+f"(c[18][0]), "+f"(c[18][1]), "+f"(c[18][2]), "+f"(c[18][3]),
+          "+f"(c[19][0]), "+f"(c[19][1]), "+f"(c[19][2]), "+f"(c[19][3]),
+          "+f"(c[20][0]), "+f"(c[20][1]), "+f"(c[20][2]), "+f"(c[20][3]),
+          "+f"(c[21][0]), "+f"(c[21][1]), "+f"(c[21][2]), "+f"(c[21][3]),
+          "+f"(c[22][0]), "+f"(c[22][1]), "+f"(c[22][2]), "+f"(c[22][3]),
+          "+f"(c[23][0]), "+f"(c[23][1]), "+f"(c[23][2]), "+f"(c[23][3]),
+          "+f"(c[24][0]), "+f"(c[24][1]), "+f"(c[24][2]), "+f"(c[24][3]),
+          "+f"(c[25][0]), "+f"(c[25][1]), "+f"(c[25][2]), "+f"(c[25][3]),
+          "+f"(c[26][0]), "+f"(c[26][1]), "+f"(c[26][2]), "+f"(c[26][3]),
+          "+f"(c[27][0]), "+f"(c[27][1]), "+f"(c[27][2]), "+f"(c[27][3]),
+          "+f"(c[28][0]), "+f"(c[28][1]), "+f"(c[28][2]), "+f"(c[28][3]),
+          "+f"(c[29][0]), "+f"(c[29][1]), "+f"(c[29][2]), "+f"(c[29][3]),
+          "+f"(c[30][0]), "+f"(c[30][1]), "+f"(c[30][2]), "+f"(c[30][3]),
+          "+f"(c[31][0]), "+f"(c[31][1]), "+f"(c[31][2]), "+f"(c[31][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+
+__device__ __forceinline__ void wg_qk(int (&c)[4][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, {%16, %17, %18, %19}, %20, p;\n}\n"
+        : "+r"(c[0][0]), "+r"(c[0][1]), "+r"(c[0][2]), "+r"(c[0][3]),
+          "+r"(c[1][0]), "+r"(c[1][1]), "+r"(c[1][2]), "+r"(c[1][3]),
+          "+r"(c[2][0]), "+r"(c[2][1]), "+r"(c[2][2]), "+r"(c[2][3]),
+          "+r"(c[3][0]), "+r"(c[3][1]), "+r"(c[3][2]), "+r"(c[3][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_qk(int (&c)[8][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p;\n}\n"
+        : "+r"(c[0][0]), "+r"(c[0][1]), "+r"(c[0][2]), "+r"(c[0][3]),
+          "+r"(c[1][0]), "+r"(c[1][1]), "+r"(c[1][2]), "+r"(c[1][3]),
+          "+r"(c[2][0]), "+r"(c[2][1]), "+r"(c[2][2]), "+r"(c[2][3]),
+          "+r"(c[3][0]), "+r"(c[3][1]), "+r"(c[3][2]), "+r"(c[3][3]),
+          "+r"(c[4][0]), "+r"(c[4][1]), "+r"(c[4][2]), "+r"(c[4][3]),
+          "+r"(c[5][0]), "+r"(c[5][1]), "+r"(c[5][2]), "+r"(c[5][3]),
+          "+r"(c[6][0]), "+r"(c[6][1]), "+r"(c[6][2]), "+r"(c[6][3]),
+          "+r"(c[7][0]), "+r"(c[7][1]), "+r"(c[7][2]), "+r"(c[7][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_qk(int (&c)[16][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p;\n}\n"
+        : "+r"(c[0][0]), "+r"(c[0][1]), "+r"(c[0][2]), "+r"(c[0][3]),
+          "+r"(c[1][0]), "+r"(c[1][1]), "+r"(c[1][2]), "+r"(c[1][3]),
+          "+r"(c[2][0]), "+r"(c[2][1]), "+r"(c[2][2]), "+r"(c[2][3]),
+          "+r"(c[3][0]), "+r"(c[3][1]), "+r"(c[3][2]), "+r"(c[3][3]),
+          "+r"(c[4][0]), "+r"(c[4][1]), "+r"(c[4][2]), "+r"(c[4][3]),
+          "+r"(c[5][0]), "+r"(c[5][1]), "+r"(c[5][2]), "+r"(c[5][3]),
+          "+r"(c[6][0]), "+r"(c[6][1]), "+r"(c[6][2]), "+r"(c[6][3]),
+          "+r"(c[7][0]), "+r"(c[7][1]), "+r"(c[7][2]), "+r"(c[7][3]),
+          "+r"(c[8][0]), "+r"(c[8][1]), "+r"(c[8][2]), "+r"(c[8][3]),
+          "+r"(c[9][0]), "+r"(c[9][1]), "+r"(c[9][2]), "+r"(c[9][3]),
+          "+r"(c[10][0]), "+r"(c[10][1]), "+r"(c[10][2]), "+r"(c[10][3]),
+          "+r"(c[11][0]), "+r"(c[11][1]), "+r"(c[11][2]), "+r"(c[11][3]),
+          "+r"(c[12][0]), "+r"(c[12][1]), "+r"(c[12][2]), "+r"(c[12][3]),
+          "+r"(c[13][0]), "+r"(c[13][1]), "+r"(c[13][2]), "+r"(c[13][3]),
+          "+r"(c[14][0]), "+r"(c[14][1]), "+r"(c[14][2]), "+r"(c[14][3]),
+          "+r"(c[15][0]), "+r"(c[15][1]), "+r"(c[15][2]), "+r"(c[15][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_qk(int (&c)[32][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, {%128, %129, %130, %131}, %132, p;\n}\n"
+        : "+r"(c[0][0]), "+r"(c[0][1]), "+r"(c[0][2]), "+r"(c[0][3]),
+          "+r"(c[1][0]), "+r"(c[1][1]), "+r"(c[1][2]), "+r"(c[1][3]),
+          "+r"(c[2][0]), "+r"(c[2][1]), "+r"(c[2][2]), "+r"(c[2][3]),
+          "+r"(c[3][0]), "+r"(c[3][1]), "+r"(c[3][2]), "+r"(c[3][3]),
+          "+r"(c[4][0]), "+r"(c[4][1]), "+r"(c[4][2]), "+r"(c[4][3]),
+          "+r"(c[5][0]), "+r"(c[5][1]), "+r"(c[5][2]), "+r"(c[5][3]),
+          "+r"(c[6][0]), "+r"(c[6][1]), "+r"(c[6][2]), "+r"(c[6][3]),
+          "+r"(c[7][0]), "+r"(c[7][1]), "+r"(c[7][2]), "+r"(c[7][3]),
+          "+r"(c[8][0]), "+r"(c[8][1]), "+r"(c[8][2]), "+r"(c[8][3]),
+          "+r"(c[9][0]), "+r"(c[9][1]), "+r"(c[9][2]), "+r"(c[9][3]),
+          "+r"(c[10][0]), "+r"(c[10][1]), "+r"(c[10][2]), "+r"(c[10][3]),
+          "+r"(c[11][0]), "+r"(c[11][1]), "+r"(c[11][2]), "+r"(c[11][3]),
+          "+r"(c[12][0]), "+r"(c[12][1]), "+r"(c[12][2]), "+r"(c[12][3]),
+          "+r"(c[13][0]), "+r"(c[13][1]), "+r"(c[13][2]), "+r"(c[13][3]),
+          "+r"(c[14][0]), "+r"(c[14][1]), "+r"(c[14][2]), "+r"(c[14][3]),
+          "+r"(c[15][0]), "+r"(c[15][1]), "+r"(c[15][2]), "+r"(c[15][3]),
+          "+r"(c[16][0]), "+r"(c[16][1]), "+r"(c[16][2]), "+r"(c[16][3]),
+          "+r"(c[17][0]), "+r"(c[17][1]), "+r"(c[17][2]), "+r"(c[17][3]),
+          "+r"(c[18][0]), "+r"(c[18][1]), "+r"(c[18][2]), "+r"(c[18][3]),
+          "+r"(c[19][0]), "+r"(c[19][1]), "+r"(c[19][2]), "+r"(c[19][3]),
+          "+r"(c[20][0]), "+r"(c[20][1]), "+r"(c[20][2]), "+r"(c[20][3]),
+          "+r"(c[21][0]), "+r"(c[21][1]), "+r"(c[21][2]), "+r"(c[21][3]),
+          "+r"(c[22][0]), "+r"(c[22][1]), "+r"(c[22][2]), "+r"(c[22][3]),
+          "+r"(c[23][0]), "+r"(c[23][1]), "+r"(c[23][2]), "+r"(c[23][3]),
+          "+r"(c[24][0]), "+r"(c[24][1]), "+r"(c[24][2]), "+r"(c[24][3]),
+          "+r"(c[25][0]), "+r"(c[25][1]), "+r"(c[25][2]), "+r"(c[25][3]),
+          "+r"(c[26][0]), "+r"(c[26][1]), "+r"(c[26][2]), "+r"(c[26][3]),
+          "+r"(c[27][0]), "+r"(c[27][1]), "+r"(c[27][2]), "+r"(c[27][3]),
+          "+r"(c[28][0]), "+r"(c[28][1]), "+r"(c[28][2]), "+r"(c[28][3]),
+          "+r"(c[29][0]), "+r"(c[29][1]), "+r"(c[29][2]), "+r"(c[29][3]),
+          "+r"(c[30][0]), "+r"(c[30][1]), "+r"(c[30][2]), "+r"(c[30][3]),
+          "+r"(c[31][0]), "+r"(c[31][1]), "+r"(c[31][2]), "+r"(c[31][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+#endif
 
 // c += a * b for one m16n8k32 tile of int8, exact in int32 (sm_80+).
 __device__ __forceinline__ void mma16832_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -575,6 +833,36 @@ using Scores = float[MT][NT][4];
 template <class T>
 __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFrag& qf, uint32_t sq, uint32_t sk,
                                            int wm, int wn, int lane) {
+#if SDPA_QK_WGMMA
+    if constexpr (kWgmma) {
+        // K's rows of the warp's key slice; a k32 step is 32 bytes along them.
+        const uint32_t kb = sk + wn * kColsPerWarp * kRowBytes;
+        constexpr bool kZero = std::is_same<T, float>::value;  // fp8 starts from 0, int8 from its bias
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if constexpr (!kZero) c[mt][nt][e] = init;
+                    wg_pin(c[mt][nt][e]);
+                }
+        wg_fence();
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kt = 0; kt < KT; ++kt) wg_qk(c[mt], qf[mt][kt], wg_desc(kb + kt * 32), kZero && kt == 0 ? 0 : 1);
+        wg_commit();
+        wg_wait();
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) wg_pin(c[mt][nt][e]);
+        return;
+    }
+#endif
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
     const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * kVec;
     const uint32_t ka = sk + tile_off(krow, kcol) * kEsz;
@@ -1277,10 +1565,11 @@ extern "C" __global__ void __launch_bounds__(sdpa::kThreads, SDPA_MIN_BLOCKS) sd
     extern __shared__ __align__(1024) char smem[];
     // A launch with less shared memory than this build uses, or for another
     // head dimension, would silently corrupt; stop it instead. The XOR
-    // kstep needs the tiles 256-byte aligned.
+    // kstep needs the tiles 256-byte aligned, wgmma's swizzle 1024-byte.
     uint32_t dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
-    if (dyn < (uint32_t)sdpa::kSmemBytes || p.d != sdpa::D || (sdpa::smem_addr(smem) & 255u) != 0) __trap();
+    if (dyn < (uint32_t)sdpa::kSmemBytes || p.d != sdpa::D || (sdpa::smem_addr(smem) & (sdpa::kWgmma ? 1023u : 255u)) != 0)
+        __trap();
     if constexpr (sdpa::kWS) {
         sdpa::run_specialised(p, smem);
     } else {

@@ -1,0 +1,41 @@
+#!/bin/bash
+# Builds wg.cu for each config below with SDPA_QK_WGMMA=0 (sm_90, mma.sync)
+# and 1 (sm_90a, wgmma), and the same config in fp16, in parallel; runs each
+# (check shapes, then the timed shape) and counts the tensor instructions of
+# the SASS. Run from this folder on the H100.
+cd "$(dirname "$0")"
+T=${TMPDIR:-/tmp}/wgproto; mkdir -p "$T"
+# name | dtype macros | config macros | timed B H S
+mapfile -t CFGS <<'CFGS'
+a|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+b|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=2|4 16 2048
+c|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|4 16 2048
+d|-DSDPA_FP8=1 -DSDPA_PV_FP8=1|-DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+e|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_BLOCK_M=128 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+f|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_WS=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+g|-DSDPA_FP8=1 -DSDPA_PV_FP8=0 -DSDPA_PV_ACCUM=0|-DSDPA_HEAD_DIM=128 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=2|4 16 2048
+h|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_CAUSAL=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|8 16 4096
+i|-DSDPA_INT8=1|-DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+j|-DSDPA_FP8=1 -DSDPA_PV_FP8=0|-DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=256 -DSDPA_STAGES=2|1 8 512
+CFGS
+build() { nvcc -O3 -std=c++17 -gencode arch=compute_${1#sm_},code=$1 -Xptxas -v $2 -o "$T/$3" wg.cu > "$T/$3.log" 2>&1; cuobjdump -sass "$T/$3" > "$T/$3.sass" 2>/dev/null; }
+for c in "${CFGS[@]}"; do
+  IFS='|' read -r name dt cfg shape <<<"$c"
+  build sm_90 "$dt $cfg -DSDPA_QK_WGMMA=0" "$name-mma" &
+  build sm_90a "$dt $cfg -DSDPA_QK_WGMMA=1" "$name-wg" &
+  build sm_90 "$cfg" "$name-f16" &
+done
+wait
+for c in "${CFGS[@]}"; do
+  IFS='|' read -r name dt cfg shape <<<"$c"
+  echo "=== $name: $dt $cfg (timed $shape)"
+  for v in mma wg f16; do
+    b="$T/$name-$v"
+    regs=$(grep -A3 "entry function .sdpa_fwd"  "$b.log" | grep -o "Used [0-9]* registers" | head -1)
+    spill=$(grep -A3 "entry function .sdpa_fwd"  "$b.log" | grep -o "[0-9]* bytes spill stores" | head -1)
+    ins=$(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$b.sass")
+    tc=$(grep -oE '(HGMMA|QGMMA|IGMMA|HMMA|IMMA|QMMA)\.[A-Z0-9.]*' "$b.sass" | sort | uniq -c | tr '\n' ' ')
+    echo "--- $v: $regs, $spill; $ins SASS instructions; $tc"
+    if [ -x "$b" ]; then timeout 120 "$b" $shape; else echo "build failed:"; grep -m5 -i error "$b.log"; fi
+  done
+done

@@ -1,0 +1,97 @@
+package kernels
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// sassOps counts a cubin's tensor-core instructions by opcode (HMMA, IMMA,
+// QGMMA, ...) in its SASS.
+var sassTensorRE = regexp.MustCompile(`\b(HMMA|IMMA|QMMA|HGMMA|QGMMA|IGMMA)\.`)
+
+func sassOps(sass []byte) map[string]int {
+	n := map[string]int{}
+	for _, m := range sassTensorRE.FindAllSubmatch(sass, -1) {
+		n[string(m[1])]++
+	}
+	return n
+}
+
+// TestCompileWgmmaQK builds SDPA_QK_WGMMA=1 (Q K^T as Hopper's warpgroup
+// MMA, an sm_90a build; not yet a knob of the space) beside the same config
+// with mma.sync for sm_90, and checks that Q K^T left the synchronous tensor
+// path: E4M3's QGMMA or int8's IGMMA appears, fp8 keeps fewer HMMA (on sm_90
+// an E4M3 mma.sync is unpacked into two HMMA) and int8 no IMMA, and nothing
+// spills. Configs the kernel cannot build are refused at compile time with
+// the reason.
+func TestCompileWgmmaQK(t *testing.T) {
+	cc := newFP8Compiler(t)
+	if cc.objdmp == "" {
+		t.Skip("no cuobjdump beside the fp8 nvcc: the SASS cannot be read")
+	}
+	builds := []struct {
+		name, gmma string
+		flags      []string
+	}{
+		{"fp8 d64 block_m=128 warps=8 pv_fp8=0", "QGMMA",
+			[]string{"-DSDPA_FP8=1", "-DSDPA_PV_FP8=0", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=8", "-DSDPA_STAGES=3"}},
+		{"fp8 d64 block_m=128 warps=4 ws", "QGMMA",
+			[]string{"-DSDPA_FP8=1", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=4", "-DSDPA_WS=1", "-DSDPA_STAGES=3"}},
+		{"fp8 d128 causal pv_accum=0 bf16 out", "QGMMA",
+			[]string{"-DSDPA_FP8=1", "-DSDPA_HEAD_DIM=128", "-DSDPA_CAUSAL=1", "-DSDPA_OUT_BF16=1", "-DSDPA_PV_ACCUM=0", "-DSDPA_WARPS=8"}},
+		{"int8 d64 block_n=128", "IGMMA",
+			[]string{"-DSDPA_INT8=1", "-DSDPA_BLOCK_N=128", "-DSDPA_SPLIT_KV=2"}},
+	}
+	for _, b := range builds {
+		t.Run(strings.ReplaceAll(b.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			sync := cc.compile("sm_90", "src", b.flags)
+			wg := cc.compile("sm_90a", "src", append(b.flags[:len(b.flags):len(b.flags)], "-DSDPA_QK_WGMMA=1"))
+			for _, c := range []*compiled{sync, wg} {
+				if c.err != nil {
+					t.Fatal(c.err)
+				}
+			}
+			ns, nw := sassOps(sync.code), sassOps(wg.code)
+			t.Logf("mma.sync %v, wgmma %v", ns, nw)
+			if nw[b.gmma] == 0 || ns[b.gmma] != 0 {
+				t.Errorf("%s: want %s with wgmma only, got mma.sync %v, wgmma %v", b.name, b.gmma, ns, nw)
+			}
+			if b.gmma == "QGMMA" && nw["HMMA"] >= ns["HMMA"] {
+				t.Errorf("%s: wgmma keeps %d HMMA, mma.sync %d: Q K^T still unpacked", b.name, nw["HMMA"], ns["HMMA"])
+			}
+			if b.gmma == "IGMMA" && nw["IMMA"] != 0 {
+				t.Errorf("%s: wgmma build keeps %d IMMA", b.name, nw["IMMA"])
+			}
+			if _, spills := fwdUsage(t, wg.ptxas); spills != 0 {
+				t.Errorf("%s: wgmma build spills %d bytes", b.name, spills)
+			}
+		})
+	}
+
+	refused := []struct {
+		arch  string
+		flags []string
+		why   string
+	}{
+		{"sm_90", []string{"-DSDPA_FP8=1"}, "needs sm_90a"},
+		{"sm_90a", []string{}, "one-byte inputs"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_BLOCK_M=32"}, "row groups in fours"},
+		{"sm_90a", []string{"-DSDPA_INT8=1", "-DSDPA_KV_SWIZZLE=0"}, "row groups in fours"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_Q_IN_REGS=0"}, "row groups in fours"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_WARPS=8", "-DSDPA_BLOCK_N=32"}, "key slices of 32 to 256"},
+	}
+	for _, r := range refused {
+		t.Run("refused/"+r.arch+strings.Join(r.flags, ""), func(t *testing.T) {
+			t.Parallel()
+			c := cc.compile(r.arch, "src", append(r.flags[:len(r.flags):len(r.flags)], "-DSDPA_QK_WGMMA=1"))
+			if c.err == nil {
+				t.Fatalf("%s %v built; want it refused (%s)", r.arch, r.flags, r.why)
+			}
+			if !strings.Contains(c.err.Error(), r.why) {
+				t.Errorf("%s %v refused without naming %q:\n%v", r.arch, r.flags, r.why, c.err)
+			}
+		})
+	}
+}
