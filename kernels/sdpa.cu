@@ -57,7 +57,10 @@
 // groups forming a warpgroup, Q's A fragments from registers and K's tile
 // read by a shared-memory descriptor (its one-byte rows are wgmma's 64- or
 // 128-byte swizzle as they are). The scores land in mma.sync's C layout, so
-// everything after them is unchanged. kernels/NOTES.md, "wgmma for Q K^T".
+// everything after them is unchanged. SDPA_PV_WGMMA=1 (with it, P V in fp16)
+// runs P V as wgmma as well, from an fp16 copy of V's tile that the consumer
+// threads widen once per tile (columns permuted as O's already are).
+// kernels/NOTES.md, "wgmma for Q K^T and P V".
 //
 // Every knob below is a -D macro with the default of kernels/sdpa_space.go.
 // Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
@@ -134,6 +137,9 @@
 #ifndef SDPA_QK_WGMMA
 #define SDPA_QK_WGMMA 0
 #endif
+#ifndef SDPA_PV_WGMMA
+#define SDPA_PV_WGMMA 0
+#endif
 
 
 namespace sdpa {
@@ -167,6 +173,8 @@ constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
 constexpr bool kPVAccum = kByte && SDPA_PV_ACCUM != 0;
 // Q K^T of one-byte inputs as Hopper's asynchronous warpgroup MMA (sm_90a).
 constexpr bool kWgmma = SDPA_QK_WGMMA != 0;
+// P V as wgmma too, from an fp16 copy of V widened once per tile (below).
+constexpr bool kPVWgmma = SDPA_PV_WGMMA != 0;
 // Bytes of an input element, input elements per 16-byte chunk, chunks per row.
 constexpr int kEsz = kByte ? 1 : 2;
 constexpr int kVec = 16 / kEsz;
@@ -201,9 +209,15 @@ constexpr int kCombineBytes = kWarpsN > 1 ? kCombineOBytes + 2 * kWarpsN * BM * 
 // Without WS the combine area aliases Q and the ring (all loads are done by
 // then); with WS producers may be filling the ring for the next tile, so it
 // sits after the ring. kernels/sdpa.go SharedBytes computes the same.
-constexpr int kCombineOffset = kWS ? kQBytes + kRingBytes : 0;
-constexpr int kSmemBytes = kWS ? kQBytes + kRingBytes + kCombineBytes
-                               : cmax(kQBytes + kRingBytes, kCombineBytes);
+// With SDPA_PV_WGMMA two fp16 copies of a V tile follow the ring (tile j
+// widens into copy j & 1), in wgmma's 128-byte MN-major swizzle: 64-column
+// atoms of 128-byte key rows, the atoms one after the other.
+constexpr int kVWTileBytes = kPVWgmma ? BN * D * 2 : 0;
+constexpr int kVWOffset = kQBytes + kRingBytes;
+constexpr int kVWBytes = 2 * kVWTileBytes;
+constexpr int kCombineOffset = kWS ? kQBytes + kRingBytes + kVWBytes : 0;
+constexpr int kSmemBytes = kWS ? kQBytes + kRingBytes + kVWBytes + kCombineBytes
+                               : cmax(kQBytes + kRingBytes + kVWBytes, kCombineBytes);
 
 // Named barriers: 0 is __syncthreads, 1 syncs consumers only, then one
 // "full" and one "empty" barrier per ring slot.
@@ -235,6 +249,7 @@ static_assert(!kWgmma || (kWarpsM % 4 == 0 && kSwizzle && kQInRegs),
               "SDPA_QK_WGMMA needs row groups in fours (block_m >= 64, warps >= 4), the swizzled layout and Q in registers");
 static_assert(!kWgmma || (kColsPerWarp == 32 || kColsPerWarp == 64 || kColsPerWarp == 128 || kColsPerWarp == 256),
               "SDPA_QK_WGMMA takes key slices of 32 to 256 keys");
+static_assert(!kPVWgmma || (kWgmma && !kPVFP8), "SDPA_PV_WGMMA needs SDPA_QK_WGMMA and P V in fp16 (pv_fp8=0 for fp8)");
 #if SDPA_QK_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "SDPA_QK_WGMMA needs sm_90a"
 #endif
@@ -550,6 +565,62 @@ __device__ __forceinline__ void wg_qk(int (&c)[32][4], const uint32_t (&a)[4], u
           "+r"(c[29][0]), "+r"(c[29][1]), "+r"(c[29][2]), "+r"(c[29][3]),
           "+r"(c[30][0]), "+r"(c[30][1]), "+r"(c[30][2]), "+r"(c[30][3]),
           "+r"(c[31][0]), "+r"(c[31][1]), "+r"(c[31][2]), "+r"(c[31][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+
+// The descriptor of V's widened fp16 copy at addr, a B operand N-major
+// (d contiguous) in the 128-byte swizzle: 8-key groups 1,024 bytes apart
+// (the stride offset), 64-column atoms BN * 128 bytes apart (the leading).
+__device__ __forceinline__ uint64_t wg_desc_vw(uint32_t addr) {
+    constexpr uint64_t kAtom = (uint64_t)BN * 128;
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((kAtom >> 4) << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+
+// wg_pv: c (+)= a * V for the warpgroup's 64 rows and N = D columns, a (P in
+// fp16) from registers in the m16n8k16 A layout, V's widened copy N-major
+// by descriptor; acc = 0 overwrites c.
+__device__ __forceinline__ void wg_pv(float (&c)[8][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(c[0][0]), "+f"(c[0][1]), "+f"(c[0][2]), "+f"(c[0][3]),
+          "+f"(c[1][0]), "+f"(c[1][1]), "+f"(c[1][2]), "+f"(c[1][3]),
+          "+f"(c[2][0]), "+f"(c[2][1]), "+f"(c[2][2]), "+f"(c[2][3]),
+          "+f"(c[3][0]), "+f"(c[3][1]), "+f"(c[3][2]), "+f"(c[3][3]),
+          "+f"(c[4][0]), "+f"(c[4][1]), "+f"(c[4][2]), "+f"(c[4][3]),
+          "+f"(c[5][0]), "+f"(c[5][1]), "+f"(c[5][2]), "+f"(c[5][3]),
+          "+f"(c[6][0]), "+f"(c[6][1]), "+f"(c[6][2]), "+f"(c[6][3]),
+          "+f"(c[7][0]), "+f"(c[7][1]), "+f"(c[7][2]), "+f"(c[7][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wg_pv(float (&c)[16][4], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(c[0][0]), "+f"(c[0][1]), "+f"(c[0][2]), "+f"(c[0][3]),
+          "+f"(c[1][0]), "+f"(c[1][1]), "+f"(c[1][2]), "+f"(c[1][3]),
+          "+f"(c[2][0]), "+f"(c[2][1]), "+f"(c[2][2]), "+f"(c[2][3]),
+          "+f"(c[3][0]), "+f"(c[3][1]), "+f"(c[3][2]), "+f"(c[3][3]),
+          "+f"(c[4][0]), "+f"(c[4][1]), "+f"(c[4][2]), "+f"(c[4][3]),
+          "+f"(c[5][0]), "+f"(c[5][1]), "+f"(c[5][2]), "+f"(c[5][3]),
+          "+f"(c[6][0]), "+f"(c[6][1]), "+f"(c[6][2]), "+f"(c[6][3]),
+          "+f"(c[7][0]), "+f"(c[7][1]), "+f"(c[7][2]), "+f"(c[7][3]),
+          "+f"(c[8][0]), "+f"(c[8][1]), "+f"(c[8][2]), "+f"(c[8][3]),
+          "+f"(c[9][0]), "+f"(c[9][1]), "+f"(c[9][2]), "+f"(c[9][3]),
+          "+f"(c[10][0]), "+f"(c[10][1]), "+f"(c[10][2]), "+f"(c[10][3]),
+          "+f"(c[11][0]), "+f"(c[11][1]), "+f"(c[11][2]), "+f"(c[11][3]),
+          "+f"(c[12][0]), "+f"(c[12][1]), "+f"(c[12][2]), "+f"(c[12][3]),
+          "+f"(c[13][0]), "+f"(c[13][1]), "+f"(c[13][2]), "+f"(c[13][3]),
+          "+f"(c[14][0]), "+f"(c[14][1]), "+f"(c[14][2]), "+f"(c[14][3]),
+          "+f"(c[15][0]), "+f"(c[15][1]), "+f"(c[15][2]), "+f"(c[15][3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
 }
 #endif
@@ -1057,12 +1128,86 @@ __device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc
     }
 }
 
+// consumer_sync is a barrier over the consumer warps only.
+__device__ __forceinline__ void consumer_sync() {
+    if constexpr (kWS) {
+        bar_sync(kBarConsumers, kConsumerThreads);
+    } else {
+        __syncthreads();
+    }
+}
+
+#if SDPA_PV_WGMMA
+// widen_v writes the fp16 copy of the one-byte V tile at sv to vw, every
+// consumer thread taking 16-byte chunks of it. The copy's columns are
+// permuted as pv_f16 leaves O's (the even columns of each 16-column chunk,
+// then the odd ones), so O keeps its layout and the stores stay as they are.
+// The writes are fenced for the async proxy; a consumer barrier must follow
+// before pv_wg reads them.
+__device__ __forceinline__ void widen_v(uint32_t vw, uint32_t sv, int tid) {
+    constexpr int kTotal = BN * kChunks;
+#pragma unroll
+    for (int c = tid; c < kTotal; c += kConsumerThreads) {
+        const int key = c / kChunks, dc = c % kChunks;
+        uint32_t x[4];
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                     : "r"(sv + tile_off(key, dc * 16)));
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+            const int nc = 2 * dc + odd;  // 8-column chunk of the copy
+            const uint32_t dst = vw + (nc >> 3) * (BN * 128) + key * 128 + (((nc & 7) ^ (key & 7)) << 4);
+            asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(v_pair_f16(x[0], odd)),
+                         "r"(v_pair_f16(x[1], odd)), "r"(v_pair_f16(x[2], odd)), "r"(v_pair_f16(x[3], odd))
+                         : "memory");
+        }
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// pv_wg computes o (+)= P V over the warp's key slice with wgmma, P packed to
+// fp16 from the score registers (the k16 A layout), V from its widened copy
+// at vw; fresh overwrites o instead of adding to it.
+__device__ __forceinline__ void pv_wg(float (&o)[MT][DT][4], const Scores& sacc, uint32_t vw, int wn, bool fresh) {
+    uint32_t pa[NT / 2][MT][4];
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            pa[kk][mt][0] = pack2_f16(sacc[mt][2 * kk][0], sacc[mt][2 * kk][1]);
+            pa[kk][mt][1] = pack2_f16(sacc[mt][2 * kk][2], sacc[mt][2 * kk][3]);
+            pa[kk][mt][2] = pack2_f16(sacc[mt][2 * kk + 1][0], sacc[mt][2 * kk + 1][1]);
+            pa[kk][mt][3] = pack2_f16(sacc[mt][2 * kk + 1][2], sacc[mt][2 * kk + 1][3]);
+        }
+    const uint32_t base = vw + wn * kColsPerWarp * 128;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) wg_pin(o[mt][dt][e]);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) wg_pv(o[mt], pa[kk][mt], wg_desc_vw(base + kk * 16 * 128), fresh && kk == 0 ? 0 : 1);
+    wg_commit();
+    wg_wait();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) wg_pin(o[mt][dt][e]);
+}
+#endif
+
 // softmax_pv folds a tile's masked scores into the warp's state: the online
 // softmax, then O += P V with V at sv. Scores stay unscaled until the
 // exponential: the scale is folded into one FFMA there (scale > 0, so the
 // row max commutes with it).
 __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, const RowScale& sc, int wn,
-                                           int lane) {
+                                           int lane, uint32_t vw) {
     float alpha[MT][2];
     // Online softmax, one row half (h) at a time: rows g and g+8. The
     // running max acc.m is kept in the scaled domain.
@@ -1101,6 +1246,24 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             }
         }
 
+#if SDPA_PV_WGMMA
+    if constexpr (kPVWgmma) {
+        consumer_sync();  // every consumer's part of V's fp16 copy is written
+        if constexpr (kPVAccum) {
+            float t[MT][DT][4];
+            pv_wg(t, sacc, vw, wn, true);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc.o[mt][dt][e] = fmaf(acc.o[mt][dt][e], alpha[mt][e >> 1], t[mt][dt][e]);
+        } else {
+            pv_wg(acc.o, sacc, vw, wn, false);
+        }
+        return;
+    }
+#endif
     if constexpr (kByte) {
         if constexpr (kPVAccum) {
             // Two-level accumulation: this tile's P V in a fresh
@@ -1161,21 +1324,16 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
 // attend folds one K/V tile (keys kv0..kv0+BN-1) into the warp's state.
 __device__ __forceinline__ void attend(Acc& acc, const QFrag& qf, uint32_t sq, uint32_t sk, uint32_t sv,
                                        int m0, int kv0, int s, const RowScale& sc, const float* krs, int wm, int wn,
-                                       int lane) {
+                                       int lane, uint32_t vw) {
+#if SDPA_PV_WGMMA
+    widen_v(vw, sv, threadIdx.x);  // its barrier is in softmax_pv, after the scores
+#endif
     Scores sacc;
     scores(sacc, qf, sq, sk, wm, wn, lane, krs, kv0, s);
     mask(sacc, m0, kv0, s, wm, wn, lane);
-    softmax_pv(acc, sacc, sv, sc, wn, lane);
+    softmax_pv(acc, sacc, sv, sc, wn, lane, vw);
 }
 
-// consumer_sync is a barrier over the consumer warps only.
-__device__ __forceinline__ void consumer_sync() {
-    if constexpr (kWS) {
-        bar_sync(kBarConsumers, kConsumerThreads);
-    } else {
-        __syncthreads();
-    }
-}
 
 // static_for calls f(std::integral_constant<int, i>) for i = 0..N-1, so f
 // can index register arrays with a compile-time i.
@@ -1408,6 +1566,8 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
             // Tile j's K in its ring slot; its V follows.
             const auto slot_of = [&](int j) { return ring + (j % kStages) * 2 * kTileElems; };
             const auto k_at = [&](int j) { return smem_addr(slot_of(j)); };
+            // Tile j's fp16 copy of V (SDPA_PV_WGMMA).
+            const auto vw_at = [&](int j) { return smem_addr(smem + kVWOffset) + (j & 1) * kVWTileBytes; };
             const auto load_kv = [&](int j) {
                 const int kv0 = (w.kb0 + j) * BN;
                 load_tile<BN, kConsumerThreads>(slot_of(j), k, kv0, p.s, tid);
@@ -1444,7 +1604,10 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                 mask(sacc, w.m0, w.kb0 * BN, p.s, wm, wn, lane);
                 cp_async_wait<kStages - 1>();
                 __syncthreads();
-                softmax_pv(acc, sacc, k_at(0) + kTileElems * kEsz, rs, wn, lane);
+#if SDPA_PV_WGMMA
+                widen_v(vw_at(0), k_at(0) + kTileElems * kEsz, tid);
+#endif
+                softmax_pv(acc, sacc, k_at(0) + kTileElems * kEsz, rs, wn, lane, vw_at(0));
                 j0 = 1;
             }
             for (int j = j0; j < w.nkb; ++j) {
@@ -1466,7 +1629,7 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                     cp_async_commit();  // empty groups keep the count fixed
                 }
                 attend(acc, qf, smem_addr(sq), k_at(j), k_at(j) + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, rs, krs,
-                       wm, wn, lane);
+                       wm, wn, lane, vw_at(j));
                 if constexpr (kStages == 1) __syncthreads();  // the slot is free for the next load
             }
         }
@@ -1551,7 +1714,7 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
                 bar_sync(kBarFull + slot, kThreads);
                 const uint32_t sk = smem_addr(ring + slot * 2 * kTileElems);
                 attend(acc, qf, smem_addr(sq), sk, sk + kTileElems * kEsz, w.m0, (w.kb0 + j) * BN, p.s, rs, krs, wm,
-                       wn, lane);
+                       wn, lane, smem_addr(smem + kVWOffset) + (j & 1) * kVWTileBytes);
                 bar_arrive(kBarEmpty + slot, kThreads);
             }
         }

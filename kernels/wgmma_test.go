@@ -24,8 +24,9 @@ func sassOps(sass []byte) map[string]int {
 // with mma.sync for sm_90, and checks that Q K^T left the synchronous tensor
 // path: E4M3's QGMMA or int8's IGMMA appears, fp8 keeps fewer HMMA (on sm_90
 // an E4M3 mma.sync is unpacked into two HMMA) and int8 no IMMA, and nothing
-// spills. Configs the kernel cannot build are refused at compile time with
-// the reason.
+// spills. Where P V runs in fp16 it builds SDPA_PV_WGMMA=1 as well, which
+// must leave no synchronous tensor instruction at all. Configs the kernel
+// cannot build are refused at compile time with the reason.
 func TestCompileWgmmaQK(t *testing.T) {
 	cc := newFP8Compiler(t)
 	if cc.objdmp == "" {
@@ -37,15 +38,16 @@ func TestCompileWgmmaQK(t *testing.T) {
 	builds := []struct {
 		name, gmma string
 		flags      []string
+		pv         bool // P V runs in fp16, so SDPA_PV_WGMMA builds too
 	}{
 		{"fp8 d64 block_m=128 warps=8 pv_fp8=0", "QGMMA",
-			[]string{"-DSDPA_FP8=1", "-DSDPA_PV_FP8=0", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=8", "-DSDPA_STAGES=3"}},
+			[]string{"-DSDPA_FP8=1", "-DSDPA_PV_FP8=0", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=8", "-DSDPA_STAGES=3"}, true},
 		{"fp8 d64 block_m=128 warps=4 ws", "QGMMA",
-			[]string{"-DSDPA_FP8=1", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=4", "-DSDPA_WS=1", "-DSDPA_STAGES=3"}},
+			[]string{"-DSDPA_FP8=1", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=4", "-DSDPA_WS=1", "-DSDPA_STAGES=3"}, false},
 		{"fp8 d128 causal pv_accum=0 bf16 out", "QGMMA",
-			[]string{"-DSDPA_FP8=1", "-DSDPA_HEAD_DIM=128", "-DSDPA_CAUSAL=1", "-DSDPA_OUT_BF16=1", "-DSDPA_PV_ACCUM=0", "-DSDPA_WARPS=8"}},
+			[]string{"-DSDPA_FP8=1", "-DSDPA_HEAD_DIM=128", "-DSDPA_CAUSAL=1", "-DSDPA_OUT_BF16=1", "-DSDPA_PV_ACCUM=0", "-DSDPA_PV_FP8=0", "-DSDPA_WARPS=8"}, true},
 		{"int8 d64 block_n=128", "IGMMA",
-			[]string{"-DSDPA_INT8=1", "-DSDPA_BLOCK_N=128", "-DSDPA_SPLIT_KV=2"}},
+			[]string{"-DSDPA_INT8=1", "-DSDPA_BLOCK_N=128", "-DSDPA_SPLIT_KV=2"}, true},
 	}
 	for _, b := range builds {
 		t.Run(strings.ReplaceAll(b.name, " ", "_"), func(t *testing.T) {
@@ -71,6 +73,23 @@ func TestCompileWgmmaQK(t *testing.T) {
 			if _, spills := fwdUsage(t, wg.ptxas); spills != 0 {
 				t.Errorf("%s: wgmma build spills %d bytes", b.name, spills)
 			}
+			if !b.pv {
+				return
+			}
+			// P V as wgmma too: fp16 HGMMA from V's widened copy, and no
+			// synchronous tensor instruction left.
+			pv := cc.compile("sm_90a", "src", append(b.flags[:len(b.flags):len(b.flags)], "-DSDPA_QK_WGMMA=1", "-DSDPA_PV_WGMMA=1"))
+			if pv.err != nil {
+				t.Fatal(pv.err)
+			}
+			np := sassOps(pv.code)
+			t.Logf("P V as wgmma too: %v", np)
+			if np["HGMMA"] == 0 || np[b.gmma] == 0 || np["HMMA"] != 0 || np["IMMA"] != 0 {
+				t.Errorf("%s with SDPA_PV_WGMMA: want HGMMA and %s and no HMMA or IMMA, got %v", b.name, b.gmma, np)
+			}
+			if _, spills := fwdUsage(t, pv.ptxas); spills != 0 {
+				t.Errorf("%s with SDPA_PV_WGMMA: spills %d bytes", b.name, spills)
+			}
 		})
 	}
 
@@ -85,6 +104,7 @@ func TestCompileWgmmaQK(t *testing.T) {
 		{"sm_90a", []string{"-DSDPA_INT8=1", "-DSDPA_KV_SWIZZLE=0"}, "row groups in fours"},
 		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_Q_IN_REGS=0"}, "row groups in fours"},
 		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_WARPS=8", "-DSDPA_BLOCK_N=32"}, "key slices of 32 to 256"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_PV_WGMMA=1"}, "P V in fp16"},
 	}
 	for _, r := range refused {
 		t.Run("refused/"+r.arch+strings.Join(r.flags, ""), func(t *testing.T) {

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Builds wg.cu for each config below with SDPA_QK_WGMMA=0 (sm_90, mma.sync)
-# and 1 (sm_90a, wgmma), and the same config in fp16, in parallel; runs each
+# Builds wg.cu for each config below with mma.sync (sm_90), with Q K^T as
+# wgmma (SDPA_QK_WGMMA=1, sm_90a), with P V as wgmma as well (SDPA_PV_WGMMA=1,
+# where P V runs in fp16), and the same config in fp16, in parallel; runs each
 # (check shapes, then the timed shape) and counts the tensor instructions of
 # the SASS. Run from this folder on the H100.
 cd "$(dirname "$0")"
@@ -23,14 +24,16 @@ for c in "${CFGS[@]}"; do
   IFS='|' read -r name dt cfg shape <<<"$c"
   build sm_90 "$dt $cfg -DSDPA_QK_WGMMA=0" "$name-mma" &
   build sm_90a "$dt $cfg -DSDPA_QK_WGMMA=1" "$name-wg" &
+  case "$dt" in *PV_FP8=1*) ;; *) build sm_90a "$dt $cfg -DSDPA_QK_WGMMA=1 -DSDPA_PV_WGMMA=1" "$name-wgpv" & ;; esac
   build sm_90 "$cfg" "$name-f16" &
 done
 wait
 for c in "${CFGS[@]}"; do
   IFS='|' read -r name dt cfg shape <<<"$c"
   echo "=== $name: $dt $cfg (timed $shape)"
-  for v in mma wg f16; do
+  for v in mma wg wgpv f16; do
     b="$T/$name-$v"
+    [ -e "$b.log" ] || continue
     regs=$(grep -A3 "entry function .sdpa_fwd"  "$b.log" | grep -o "Used [0-9]* registers" | head -1)
     spill=$(grep -A3 "entry function .sdpa_fwd"  "$b.log" | grep -o "[0-9]* bytes spill stores" | head -1)
     ins=$(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$b.sass")
