@@ -516,6 +516,34 @@ func testNVCC(t *testing.T) string {
 	return p
 }
 
+// TestRealWorkerBuildsWithFP8NVCC builds the real worker for sm_89 and
+// sm_90 with the nvcc that fp8 needs ($EVOTUNE_FP8_NVCC, 12.4 or newer),
+// which is the one a tune on an fp8 problem uses when the system's is older.
+// CI sets it to the private toolkit of .ci/nvcc12, whose profile once linked
+// against the system's 11.8 runtime library and failed.
+func TestRealWorkerBuildsWithFP8NVCC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("building the real worker takes about half a minute; skipped with -short")
+	}
+	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
+	if nvcc == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("EVOTUNE_FP8_NVCC is unset, and CI sets it (.ci/nvcc12)")
+		}
+		t.Skip("EVOTUNE_FP8_NVCC names no nvcc 12.4 or newer")
+	}
+	cache := t.TempDir()
+	for _, arch := range []string{"sm_89", "sm_90"} {
+		bin, err := BuildWorker(context.Background(), nvcc, kernels.WorkerSource(), arch, cache)
+		if err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		if !isExecutable(bin) {
+			t.Fatalf("%s: %s is not an executable file", arch, bin)
+		}
+	}
+}
+
 // TestRealWorkerProtocol builds the real worker with the nvcc at hand and
 // checks, with or without a GPU, that it answers every line, malformed or
 // not, with exactly one JSON line carrying the request's ID, and survives.
