@@ -47,6 +47,17 @@ for c in "${CFGS[@]}"; do
     ins=$(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$b.sass")
     tc=$(grep -oE '(HGMMA|QGMMA|IGMMA|HMMA|IMMA|QMMA)\.[A-Z0-9.]*' "$b.sass" | sort | uniq -c | tr '\n' ' ')
     echo "--- $v: $regs, $spill; $ins SASS instructions; $tc"
-    if [ -x "$b" ]; then timeout 120 "$b" $shape; else echo "build failed:"; grep -m5 -i error "$b.log"; fi
+    if [ -x "$b" ]; then timeout 120 "$b" $shape | tee "$b.out"; else echo "build failed:"; grep -m5 -i error "$b.log"; fi
   done
+done
+# The timed shape's µs of each build (the last line of its output), and the
+# ratios that answer the question: wgmma against mma.sync, and against fp16.
+us() { [ -s "$T/$1.out" ] && tail -n 1 "$T/$1.out" | grep -o '| [0-9.]* us' | grep -o '[0-9.]*'; }
+echo
+echo "config | mma | wg | wgpv | f16 (same tiles) | mma/wg | mma/wgpv | f16/wgpv"
+for c in "${CFGS[@]}"; do
+  IFS='|' read -r name dt cfg shape <<<"$c"
+  m=$(us "$name-mma"); w=$(us "$name-wg"); p=$(us "$name-wgpv"); f=$(us "$name-f16")
+  r() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo -; }
+  echo "$name ($shape) | ${m:--} | ${w:--} | ${p:--} | ${f:--} | $(r "$m" "$w") | $(r "$m" "$p") | $(r "$f" "$p")"
 done
