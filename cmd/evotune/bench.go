@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"evotune/cmd/evotune/internal/elitetable"
 	"evotune/cmd/evotune/internal/torchcmp"
 	"evotune/elites"
 	"evotune/internal/durable"
@@ -162,7 +163,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 		}
 		warnSkipped(c.stderr, a)
 		r, ok := a.Best()
-		for _, d := range hiddenBetter(a, eliteBound(a.Top(1), 1), "a result faster than the best timed here") {
+		for _, d := range elitetable.Hidden(a, elitetable.Bound(a.Top(1), 1), "a result faster than the best timed here") {
 			fmt.Fprintln(c.stdout, d)
 		}
 		tunedFor = a.Meta().Problem

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"evotune/cmd/evotune/internal/gatereport"
+	"evotune/cmd/evotune/internal/textfmt"
 	"evotune/kernels"
 	"evotune/runner"
 	"evotune/space"
@@ -110,7 +112,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("check: %w", err)
 	}
 	r := pipe.Evaluate(ctx, cfg)
-	writeGates(c.stdout, r)
+	gatereport.Write(c.stdout, r)
 	if !r.OK() {
 		return fmt.Errorf("check: %s stopped at the %s gate", r.Key, r.Gate)
 	}
@@ -164,7 +166,7 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	worst := rep.Worst()
 	for _, f := range rep.Functions {
 		if f.Entry {
-			fmt.Fprintf(w, "ptxas:      %s: %s\n", f.Name, ptxasLine(f.Ptxas))
+			fmt.Fprintf(w, "ptxas:      %s: %s\n", f.Name, textfmt.Ptxas(f.Ptxas))
 		}
 	}
 	fmt.Fprintf(w, "cubin:      %s\n", cub.Path)
@@ -174,52 +176,4 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	}
 	fmt.Fprintln(w, "ptxas gate: ok (correctness and timing need a GPU)")
 	return nil
-}
-
-func ptxasLine(p space.Ptxas) string {
-	return fmt.Sprintf("%d registers, %d B spill stores, %d B spill loads, %d B static shared, %d B stack",
-		p.Registers, p.SpillStores, p.SpillLoads, p.SharedBytes, p.StackBytes)
-}
-
-// writeGates prints what each gate said about r, in gate order, as far as
-// r got.
-func writeGates(w io.Writer, r space.Result) {
-	fmt.Fprintf(w, "config:      %s\n", r.Key)
-	fmt.Fprintf(w, "environment: %s (%s), driver %s, nvcc %s, source %s\n", orUnknown(r.Env.GPU), orUnknown(r.Env.Arch),
-		orUnknown(r.Env.Driver), orUnknown(r.Env.NVCC), shortHash(r.Env.SourceHash))
-	gates := []space.Gate{space.GateConstraint, space.GateCompile, space.GatePtxas, space.GateCorrectness, space.GateTimed}
-	for _, g := range gates {
-		if g == r.Gate && !r.OK() {
-			fmt.Fprintf(w, "%-12s %s: %s\n", string(g)+":", r.Status, r.Reason)
-			return
-		}
-		switch g {
-		case space.GateConstraint:
-			fmt.Fprintln(w, "constraint:  ok")
-		case space.GateCompile:
-			fmt.Fprintf(w, "compile:     ok, %.1f s\n", r.Cost.CompileSec)
-		case space.GatePtxas:
-			if r.Ptxas != nil {
-				fmt.Fprintf(w, "ptxas:       ok, %s\n", ptxasLine(*r.Ptxas))
-			}
-		case space.GateCorrectness:
-			if a := r.Accuracy; a != nil {
-				fmt.Fprintf(w, "correctness: ok over %d cases, max abs err %.3g, mean abs err %.3g, rel L2 %.3g, bad %.3g%%\n",
-					a.Cases, a.MaxAbsErr, a.MeanAbsErr, a.RelL2, 100*a.BadFrac)
-			}
-		case space.GateTimed:
-			for _, t := range r.Timings {
-				fmt.Fprintf(w, "timed:       %s: p50 %s µs (95%% CI %s – %s), p90 %s, p99 %s µs, SM clock %d MHz, %d °C%s\n",
-					t.Shape, us(t.P50US), us(t.CILowUS), us(t.CIHighUS), us(t.P90US), us(t.P99US), t.SMClockMHz, t.TempC, throttled(t))
-			}
-			fmt.Fprintf(w, "objective:   %s µs\n", us(r.Objective))
-		}
-	}
-}
-
-func throttled(t space.Timing) string {
-	if !t.Throttled {
-		return ""
-	}
-	return ", throttled: " + strings.Join(t.ThrottleReasons, " ")
 }

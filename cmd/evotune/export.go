@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"evotune/cmd/evotune/internal/bundle"
+	"evotune/cmd/evotune/internal/elitetable"
 	"evotune/cmd/evotune/internal/export"
 	"evotune/elites"
 	"evotune/internal/durable"
@@ -108,7 +109,7 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if hidden := hiddenBetter(a, exp.Result.Objective, "a result faster than "+us(exp.Result.Objective)+" µs"); len(hidden) > 0 {
+	if hidden := elitetable.Hidden(a, exp.Result.Objective, "a result faster than "+us(exp.Result.Objective)+" µs"); len(hidden) > 0 {
 		if !opts.Force {
 			return fmt.Errorf("export: line %d of %s/results.jsonl is damaged and may have held a result faster than the best readable one (%s µs, result %d): run tune on the archive to evaluate it again, or pass --force to export the best readable one",
 				a.Hidden(exp.Result.Objective)[0].Line, a.Dir(), us(exp.Result.Objective), exp.Result.Seq)

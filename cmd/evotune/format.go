@@ -13,7 +13,6 @@ import (
 func problemLine(p space.Problem) string          { return textfmt.Problem(p) }
 func statusCounts(by map[space.Status]int) string { return textfmt.StatusCounts(by) }
 func us(v float64) string                         { return textfmt.US(v) }
-func orUnknown(s string) string                   { return textfmt.OrUnknown(s) }
 func shortHash(h string) string                   { return textfmt.ShortHash(h) }
 func configChanges(c, def space.Config, knobs []space.Knob) string {
 	return textfmt.ConfigChanges(c, def, knobs)

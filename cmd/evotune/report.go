@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"evotune/cmd/evotune/internal/elitetable"
 	"evotune/cmd/evotune/internal/reportmd"
 	"evotune/elites"
 	"evotune/internal/durable"
@@ -63,7 +64,7 @@ func runReport(ctx context.Context, c *cli, args []string) error {
 	defer a.Close()
 	warnSkipped(c.stderr, a)
 	def, knobs := familyDefault(a.Meta().Problem, a.Meta().Arch)
-	hidden := hiddenBetter(a, eliteBound(a.Top(opts.Top), opts.Top), "an elite")
+	hidden := elitetable.Hidden(a, elitetable.Bound(a.Top(opts.Top), opts.Top), "an elite")
 	files, err := reportmd.Build(a, opts.Top, c.now(), def, knobs, hidden)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"evotune/cmd/evotune/internal/elitetable"
 )
 
 // testdata/archive is a small archive from a replay search, with one
@@ -43,7 +45,7 @@ func TestShowJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	var rep showReport
+	var rep elitetable.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("show --format json is not JSON: %v", err)
 	}

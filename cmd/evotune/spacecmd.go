@@ -107,3 +107,26 @@ func familySpace(cmd string, prob space.Problem, arch string) (*space.Space, err
 	}
 	return sp, nil
 }
+
+// familyDefault returns the kernel family's default config for a problem
+// and its knobs in declaration order, or nil when the archive's problem is
+// not one this build knows. The default does not depend on the target, so
+// an architecture this build does not know still has one.
+func familyDefault(p space.Problem, arch string) (space.Config, []space.Knob) {
+	t, err := kernels.TargetFor(arch)
+	if err != nil {
+		t, err = kernels.TargetFor(kernels.DefaultArch)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	family, err := kernels.FamilyOf(p.Family)
+	if err != nil {
+		return nil, nil
+	}
+	s, err := family.SpaceFor(p, t)
+	if err != nil {
+		return nil, nil
+	}
+	return s.Default(), s.Knobs
+}

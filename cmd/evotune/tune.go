@@ -467,8 +467,7 @@ func writeSummary(w io.Writer, width int, s evo.Summary, a *elites.Archive, opts
 		fmt.Fprintf(w, "best: %s µs (%s)\n  key %s\n", us(best.Objective), b.describe(best.Key), best.Key)
 	}
 	fmt.Fprintln(w)
-	rep := newShowReport(a, opts.Elites)
-	rep.write(w, "table", width)
+	eliteTable(a, opts.Elites).Write(w, "table", width)
 }
 
 // validate checks the flag values that do not need the archive or a GPU.

@@ -1,6 +1,6 @@
 // Package textfmt renders evotune's figures for people, the same way in
 // every command's output: problems, microseconds, hashes, durations,
-// status counts and tables.
+// status counts, ptxas figures and tables.
 package textfmt
 
 import (
@@ -67,6 +67,13 @@ func US(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
+}
+
+// Ptxas renders ptxas's figures for a kernel: "96 registers, 0 B spill
+// stores, 0 B spill loads, 0 B static shared, 0 B stack".
+func Ptxas(p space.Ptxas) string {
+	return fmt.Sprintf("%d registers, %d B spill stores, %d B spill loads, %d B static shared, %d B stack",
+		p.Registers, p.SpillStores, p.SpillLoads, p.SharedBytes, p.StackBytes)
 }
 
 // OrUnknown is s, or "unknown" when s is empty.

@@ -54,6 +54,16 @@ func TestProblem(t *testing.T) {
 	}
 }
 
+// TestPtxas: each figure lands in its own place, so two swapped fields
+// would show.
+func TestPtxas(t *testing.T) {
+	p := space.Ptxas{Registers: 168, SpillStores: 8, SpillLoads: 12, SharedBytes: 49152, StackBytes: 16}
+	want := "168 registers, 8 B spill stores, 12 B spill loads, 49152 B static shared, 16 B stack"
+	if got := Ptxas(p); got != want {
+		t.Errorf("Ptxas = %q, want %q", got, want)
+	}
+}
+
 func TestFixedAndPercent(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{Fixed(0.12345, 3), "0.123"},
