@@ -356,6 +356,15 @@ __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.
 // MMA's issue and wait.
 __device__ __forceinline__ void wg_pin(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void wg_pin(int& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <class T, int A, int B>
+__device__ __forceinline__ void wg_pin(T (&x)[A][B][4]) {
+#pragma unroll
+    for (int i = 0; i < A; ++i)
+#pragma unroll
+        for (int j = 0; j < B; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) wg_pin(x[i][j][e]);
+}
 
 // The operand lists of the wgmma wrappers below: accumulators first (%0 on),
 // then A's four registers, the descriptor and the accumulate flag.
@@ -753,15 +762,15 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
         // K's rows of the warp's key slice; a k32 step is 32 bytes along them.
         const uint32_t kb = sk + wn * kColsPerWarp * kRowBytes;
         constexpr bool kZero = std::is_same<T, float>::value;  // fp8 starts from 0, int8 from its bias
+        if constexpr (!kZero) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+                for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    if constexpr (!kZero) c[mt][nt][e] = init;
-                    wg_pin(c[mt][nt][e]);
-                }
+                    for (int e = 0; e < 4; ++e) c[mt][nt][e] = init;
+        }
+        wg_pin(c);
         wg_fence();
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -769,12 +778,7 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
             for (int kt = 0; kt < KT; ++kt) wg_qk(c[mt], qf[mt][kt], wg_desc(kb + kt * 32), kZero && kt == 0 ? 0 : 1);
         wg_commit();
         wg_wait();
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) wg_pin(c[mt][nt][e]);
+        wg_pin(c);
         return;
     }
 #endif
@@ -1024,12 +1028,7 @@ __device__ __forceinline__ void pv_wg(float (&o)[MT][DT][4], const Scores& sacc,
             pa[kk][mt][3] = pack2_f16(sacc[mt][2 * kk + 1][2], sacc[mt][2 * kk + 1][3]);
         }
     const uint32_t base = vw + wn * kColsPerWarp * 128;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) wg_pin(o[mt][dt][e]);
+    wg_pin(o);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < NT / 2; ++kk)
@@ -1037,12 +1036,7 @@ __device__ __forceinline__ void pv_wg(float (&o)[MT][DT][4], const Scores& sacc,
         for (int mt = 0; mt < MT; ++mt) wg_pv(o[mt], pa[kk][mt], wg_desc_vw(base + kk * 16 * 128), fresh && kk == 0 ? 0 : 1);
     wg_commit();
     wg_wait();
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) wg_pin(o[mt][dt][e]);
+    wg_pin(o);
 }
 #endif
 
