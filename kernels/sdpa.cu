@@ -1084,50 +1084,44 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             }
         }
 
-#if SDPA_PV_WGMMA
-    if constexpr (kPVWgmma) {
-        consumer_sync();  // every consumer's part of V's fp16 copy is written
-        if constexpr (kPVAccum) {
-            float t[MT][DT][4];
-            pv_wg(t, sacc, vw, wn, true);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc.o[mt][dt][e] = fmaf(acc.o[mt][dt][e], alpha[mt][e >> 1], t[mt][dt][e]);
-        } else {
-            pv_wg(acc.o, sacc, vw, wn, false);
-        }
-        return;
-    }
-#endif
     if constexpr (kByte) {
+        if constexpr (kPVWgmma) consumer_sync();  // every consumer's part of V's fp16 copy is written
+        // P V into o: wgmma from V's fp16 copy (fresh overwrites o), or
+        // mma.sync from the tile (adds to o).
+        const auto pv = [&](float(&o)[MT][DT][4], bool fresh) {
+#if SDPA_PV_WGMMA
+            if constexpr (kPVWgmma) {
+                pv_wg(o, sacc, vw, wn, fresh);
+                return;
+            }
+#endif
+            if constexpr (kPVFP8) {
+                pv_fp8(o, sacc, sv, wn, lane);
+            } else {
+                pv_f16(o, sacc, sv, wn, lane);
+            }
+        };
         if constexpr (kPVAccum) {
             // Two-level accumulation: this tile's P V in a fresh
             // accumulator, then O = O * alpha + tile in fp32.
             float t[MT][DT][4];
+            if constexpr (!kPVWgmma) {
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
+                    for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) t[mt][dt][e] = 0.f;
-            if constexpr (kPVFP8) {
-                pv_fp8(t, sacc, sv, wn, lane);
-            } else {
-                pv_f16(t, sacc, sv, wn, lane);
+                        for (int e = 0; e < 4; ++e) t[mt][dt][e] = 0.f;
             }
+            pv(t, true);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc.o[mt][dt][e] = fmaf(acc.o[mt][dt][e], alpha[mt][e >> 1], t[mt][dt][e]);
-        } else if constexpr (kPVFP8) {
-            pv_fp8(acc.o, sacc, sv, wn, lane);
         } else {
-            pv_f16(acc.o, sacc, sv, wn, lane);
+            pv(acc.o, false);
         }
         return;
     }
