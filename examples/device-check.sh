@@ -75,6 +75,11 @@ if [[ -n ${KERNEL_SOURCE:-} ]]; then
 	BENCH="no: the archive measured another kernel source than this evotune embeds, so evotune bench would time a different kernel"
 fi
 
+# A bundle whose configs run Hopper's wgmma builds for sm_90a only.
+if grep -q '^#define ATTENTION_SM90A 1' "$BUNDLE/attention_launch.h"; then
+	SM=${SM}a
+fi
+
 status=0
 SCALE=$("$PYTHON" -c 'import math; print(0.7 / math.sqrt(int(open("'"$BUNDLE"'/attention_launch.h").read().split("#define ATTENTION_HEAD_DIM ")[1].split()[0])))')
 

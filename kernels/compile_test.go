@@ -332,23 +332,31 @@ func compileQuantizedSample(t *testing.T, cc *compiler, dtype string, seed uint6
 // with only those other changes, so the difference is still due to the
 // knob under test.
 func TestEveryKnobChangesCode(t *testing.T) {
-	everyKnobChangesCode(t, newCompiler(t), "fp16")
+	everyKnobChangesCode(t, newCompiler(t), "fp16", "sm_89", nil)
 }
 
 // TestEveryFP8KnobChangesCode is TestEveryKnobChangesCode for the fp8
 // space: every knob, the fp8-only ones included, on the E4M3 kernel.
 func TestEveryFP8KnobChangesCode(t *testing.T) {
-	everyKnobChangesCode(t, newFP8Compiler(t), "fp8")
+	everyKnobChangesCode(t, newFP8Compiler(t), "fp8", "sm_89", nil)
 }
 
 // TestEveryInt8KnobChangesCode is TestEveryKnobChangesCode for the int8
 // space, pv_accum included, with the nvcc on PATH: 11.8 builds IMMA.
 func TestEveryInt8KnobChangesCode(t *testing.T) {
-	everyKnobChangesCode(t, newCompiler(t), "int8")
+	everyKnobChangesCode(t, newCompiler(t), "int8", "sm_89", nil)
 }
 
-func everyKnobChangesCode(t *testing.T, cc *compiler, dtype string) {
-	const arch = "sm_89"
+// TestWgmmaKnobChangesCode is TestEveryKnobChangesCode for the knob only
+// sm_90's fp8 space declares: from its default (wgmma=qk), off and qk_pv
+// each change the SASS (built for sm_90a by NVCCArgs where wgmma is on).
+func TestWgmmaKnobChangesCode(t *testing.T) {
+	everyKnobChangesCode(t, newFP8Compiler(t), "fp8", "sm_90", func(k string) bool { return k == "wgmma" })
+}
+
+// everyKnobChangesCode compiles, for arch, the dtype's default beside each
+// one-knob change of it (every knob, or those only keeps).
+func everyKnobChangesCode(t *testing.T, cc *compiler, dtype, arch string, only func(knob string) bool) {
 	s, _ := mustSpace(t, 64, dtype, false, arch)
 	def := s.Default()
 	render := func(c space.Config) []string {
@@ -366,6 +374,9 @@ func everyKnobChangesCode(t *testing.T, cc *compiler, dtype string) {
 	}
 	var variants []variant
 	for _, k := range s.Knobs {
+		if only != nil && !only(k.Name) {
+			continue
+		}
 		for _, v := range k.Values {
 			if v == k.Default {
 				continue

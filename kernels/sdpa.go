@@ -12,8 +12,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"evotune/space"
 )
@@ -71,6 +73,8 @@ type sdpaGeom struct {
 	// oneByte: fp8 or int8 inputs (one-byte tiles), whose knob pvAccum is;
 	// pvFP8 is fp8's alone.
 	oneByte, pvFP8, pvAccum bool
+	// wgmma (one-byte on sm_90): 0 mma.sync, 1 Q K^T as wgmma, 2 P V too.
+	wgmma int
 }
 
 // esz is the bytes of an input element.
@@ -150,6 +154,13 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 		*k.dst = n != 0
 	}
 	_, g.oneByte = c["pv_accum"]
+	if v, ok := c["wgmma"]; ok {
+		i := slices.Index(wgmmaKnob().Values, v)
+		if i < 0 {
+			return g, fmt.Errorf("knob wgmma=%q: want off, qk or qk_pv", v)
+		}
+		g.wgmma = i
+	}
 	switch c["kv_layout"] {
 	case "pad":
 	case "swizzle":
@@ -186,6 +197,29 @@ func (g sdpaGeom) layoutErr() error {
 	return nil
 }
 
+// wgmmaErr reports why a config cannot run wgmma (sdpa.cu's static_asserts
+// say the same), or nil.
+func (g sdpaGeom) wgmmaErr() error {
+	if g.wgmma == 0 {
+		return nil
+	}
+	switch {
+	case g.warpsM%4 != 0:
+		return fmt.Errorf("wgmma takes row groups in fours (a warpgroup), and block_m=%d over %d warps gives %d", g.blockM, g.warps, g.warpsM)
+	case !g.swizzle:
+		return fmt.Errorf("wgmma reads K in the swizzled layout, not kv_layout=pad")
+	case !g.qInRegs:
+		return fmt.Errorf("wgmma takes Q from registers (q_in_regs=1)")
+	case g.colsPerWarp < 32 || g.colsPerWarp > 256:
+		return fmt.Errorf("wgmma takes key slices of 32 to 256 keys, not %d", g.colsPerWarp)
+	case g.wgmma == 2 && g.pvFP8:
+		return fmt.Errorf("wgmma=qk_pv runs P V in fp16; pv_fp8=1 asks for E4M3")
+	case g.wgmma == 2 && g.ws:
+		return fmt.Errorf("wgmma=qk_pv with ws=1 gave wrong results on the H100 (kernels/NOTES.md); refused")
+	}
+	return nil
+}
+
 // regEstimate is a lower-bound estimate of the 32-bit registers a consumer
 // thread keeps live: the O and S accumulators, the Q fragments when held in
 // registers, the softmax row state, and a fixed allowance for addresses and
@@ -213,6 +247,9 @@ func (g sdpaGeom) sharedBytes() int {
 	}
 	q := g.blockM * rowBytes
 	ring := g.stages * 2 * g.blockN * rowBytes
+	if g.wgmma == 2 {
+		ring += 2 * g.blockN * g.d * 2 // two fp16 copies of a V tile after the ring
+	}
 	combine := 0
 	if g.warpsN > 1 {
 		combine = (g.warpsN-1)*g.blockM*g.d*4 + 2*g.warpsN*g.blockM*4
@@ -281,6 +318,11 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 	if p.Dtype == "int8" {
 		// IMMA (mma.sync s8) is on every architecture the family targets.
 		s.Knobs = append(s.Knobs, sdpaInt8Knobs(d)...)
+	}
+	if p.Dtype == "fp8" && t.Arch == "sm_90" {
+		s.Knobs = append(s.Knobs, wgmmaKnob())
+	}
+	if p.Dtype == "int8" {
 		s.Defines = append(s.Defines,
 			space.Define{Macro: "SDPA_INT8", Value: "1"},
 			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})
@@ -337,6 +379,7 @@ func sdpaConstraints(d int, t Target) []space.Constraint {
 			}
 			return nil
 		})},
+		{Name: "wgmma", Check: geom(sdpaGeom.wgmmaErr)},
 		{Name: "shared_memory", Check: geom(func(g sdpaGeom) error {
 			if b := g.sharedBytes(); b > t.SharedPerBlock {
 				return fmt.Errorf("%d bytes of shared memory exceed the %d bytes a block may have on %s", b, t.SharedPerBlock, t.Arch)
@@ -526,10 +569,29 @@ func hashFiles(files map[string][]byte) string {
 // the source in srcDir, the rendered -D flags, to outCubin. No -G and no
 // -lineinfo: line info embeds the source path, and the same config must
 // give the same cubin from any directory.
+//
+// A config with wgmma (SDPA_WGMMA other than 0) builds for sm_90a, the
+// architecture-specific target that has it, where sm_90 is asked for: the
+// cubin runs only on sm_90 GPUs, which are what sm_90 means here.
 func NVCCArgs(arch string, flags []string, srcDir, srcName, outCubin string) []string {
+	arch = CompileArch(arch, flags)
 	args := []string{"-cubin", "-arch=" + arch, "-O3", "-std=c++17", "-Xptxas", "-v", "-I" + srcDir}
 	args = append(args, flags...)
 	return append(args, "-o", outCubin, filepath.Join(srcDir, srcName))
+}
+
+// CompileArch returns the nvcc architecture that builds flags for arch:
+// sm_90a for sm_90 with wgmma (-DSDPA_WGMMA=1 or 2), else arch itself.
+func CompileArch(arch string, flags []string) string {
+	if arch != "sm_90" {
+		return arch
+	}
+	for _, f := range flags {
+		if v, ok := strings.CutPrefix(f, "-DSDPA_WGMMA="); ok && v != "0" {
+			return "sm_90a"
+		}
+	}
+	return arch
 }
 
 // A Tolerance is the correctness gate against the fp32 reference. An

@@ -71,6 +71,26 @@ func sdpaFP8Knobs(d int) []space.Knob {
 // in fp16 with V widened in registers, so two-level accumulation is the one.
 func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
 
+// wgmmaKnob is fp8's Hopper tensor path, declared on sm_90 only (an sm_90a
+// build: NVCCArgs picks it from the rendered macro). "qk" runs Q K^T as
+// wgmma m64nNk32 E4M3 in place of mma.sync, which on sm_90 unpacks E4M3 into
+// fp16 HMMA; "qk_pv" runs P V as wgmma too, in fp16 from a copy of V widened
+// once per tile. Measured on the H100 (results/2026-11-25-h100-wgmma): Q K^T
+// as wgmma 1.16-1.39x faster than mma.sync at fp8's long shapes, with P V
+// too up to 1.42x. The default is qk: faster than mma.sync in every config
+// measured and valid with the other defaults (pv_fp8=1 included).
+//
+// The kernel runs int8 this way too (kernels.TestCompileWgmmaQK), but int8's
+// space does not offer it: Q K^T alone gained int8 nothing (0.99x), P V too
+// 1.05x at the same tiles, and int8 builds with nvcc 11.8, which has no
+// wgmma (PTX ISA 8.0), so its space would hold configs such an nvcc cannot
+// build.
+func wgmmaKnob() space.Knob {
+	return space.Knob{Name: "wgmma", Macro: "SDPA_WGMMA", Values: []string{"off", "qk", "qk_pv"}, MacroValues: []string{"0", "1", "2"},
+		Layer: space.Micro, Default: "qk",
+		Doc: "Hopper's warpgroup MMA (sm_90a) for Q K^T, or for Q K^T and P V (P V in fp16), in place of mma.sync"}
+}
+
 // pvAccumKnob is the one-byte kernels' two-level P V accumulation.
 //
 // At D=128 the two-level accumulation holds a second 64-column O accumulator

@@ -434,3 +434,71 @@ func TestSourceWith(t *testing.T) {
 		t.Errorf("With changed the file set: %d files named %q, want %d named %q", len(other.Files), other.Name, len(src.Files), src.Name)
 	}
 }
+
+// TestWgmmaSpace checks where the wgmma knob is declared (fp8 on sm_90
+// only), its constraint's refusals (the kernel's static_asserts in Go),
+// the shared memory of V's fp16 copies, and the architecture it builds for.
+func TestWgmmaSpace(t *testing.T) {
+	for _, c := range []struct {
+		dtype, arch string
+		want        bool
+	}{{"fp8", "sm_90", true}, {"fp8", "sm_89", false}, {"int8", "sm_90", false}, {"fp16", "sm_90", false}} {
+		s, _ := mustSpace(t, 64, c.dtype, false, c.arch)
+		k, ok := s.Knob("wgmma")
+		if ok != c.want {
+			t.Errorf("%s on %s: wgmma declared %v, want %v", c.dtype, c.arch, ok, c.want)
+		}
+		if ok && k.Default != "qk" {
+			t.Errorf("%s on %s: wgmma default %q, want qk", c.dtype, c.arch, k.Default)
+		}
+	}
+	s, _ := mustSpace(t, 64, "fp8", false, "sm_90")
+	def := s.Default()
+	if err := s.Check(def); err != nil {
+		t.Fatalf("the sm_90 fp8 default is invalid: %v", err)
+	}
+	pv := with(with(def, "wgmma", "qk_pv"), "pv_fp8", "0")
+	if err := s.Check(pv); err != nil {
+		t.Fatalf("wgmma=qk_pv with pv_fp8=0: %v", err)
+	}
+	for _, r := range []struct {
+		c    space.Config
+		want string
+	}{
+		{with(def, "block_m", "32"), "row groups in fours"},
+		{with(def, "kv_layout", "pad"), "swizzled layout"},
+		{with(def, "q_in_regs", "0"), "Q from registers"},
+		{with(def, "wgmma", "qk_pv"), "pv_fp8=1"},
+		{with(with(pv, "ws", "1"), "stages", "3"), "ws=1"},
+	} {
+		err := s.Check(r.c)
+		if err == nil || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("%s: got %v, want a refusal naming %q", r.c.Key(), err, r.want)
+		}
+		if off := with(r.c, "wgmma", "off"); s.Check(off) != nil && r.want != "pv_fp8=1" && r.want != "ws=1" {
+			t.Errorf("%s: invalid even with wgmma=off: %v", off.Key(), s.Check(off))
+		}
+	}
+	// Two fp16 copies of a 64-key V tile at D=64: 2 x 64 x 64 x 2 bytes.
+	if got, base := SharedBytes(pv, 64), SharedBytes(with(pv, "wgmma", "qk"), 64); got-base != 16384 {
+		t.Errorf("qk_pv adds %d bytes of shared memory, want 16384", got-base)
+	}
+	for _, c := range []struct {
+		arch  string
+		flags []string
+		want  string
+	}{
+		{"sm_90", []string{"-DSDPA_FP8=1", "-DSDPA_WGMMA=1"}, "sm_90a"},
+		{"sm_90", []string{"-DSDPA_WGMMA=2"}, "sm_90a"},
+		{"sm_90", []string{"-DSDPA_FP8=1", "-DSDPA_WGMMA=0"}, "sm_90"},
+		{"sm_90", []string{"-DSDPA_FP8=1"}, "sm_90"},
+		{"sm_89", []string{"-DSDPA_WGMMA=1"}, "sm_89"},
+	} {
+		if got := CompileArch(c.arch, c.flags); got != c.want {
+			t.Errorf("CompileArch(%s, %v) = %s, want %s", c.arch, c.flags, got, c.want)
+		}
+	}
+	if args := strings.Join(NVCCArgs("sm_90", []string{"-DSDPA_WGMMA=1"}, "/s", "sdpa.cu", "/o"), " "); !strings.Contains(args, "-arch=sm_90a ") {
+		t.Errorf("NVCCArgs for a wgmma config: %s", args)
+	}
+}

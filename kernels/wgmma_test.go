@@ -3,6 +3,7 @@ package kernels
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,12 +20,12 @@ func sassOps(sass []byte) map[string]int {
 	return n
 }
 
-// TestCompileWgmmaQK builds SDPA_QK_WGMMA=1 (Q K^T as Hopper's warpgroup
-// MMA, an sm_90a build; not yet a knob of the space) beside the same config
+// TestCompileWgmmaQK builds SDPA_WGMMA=1 (the knob wgmma=qk: Q K^T as
+// Hopper's warpgroup MMA, an sm_90a build) beside the same config
 // with mma.sync for sm_90, and checks that Q K^T left the synchronous tensor
 // path: E4M3's QGMMA or int8's IGMMA appears, fp8 keeps fewer HMMA (on sm_90
 // an E4M3 mma.sync is unpacked into two HMMA) and int8 no IMMA, and nothing
-// spills. Where P V runs in fp16 it builds SDPA_PV_WGMMA=1 as well, which
+// spills. Where P V runs in fp16 it builds SDPA_WGMMA=2 (qk_pv) as well, which
 // must leave no synchronous tensor instruction at all. Configs the kernel
 // cannot build are refused at compile time with the reason.
 func TestCompileWgmmaQK(t *testing.T) {
@@ -38,7 +39,7 @@ func TestCompileWgmmaQK(t *testing.T) {
 	builds := []struct {
 		name, gmma string
 		flags      []string
-		pv         bool // P V runs in fp16, so SDPA_PV_WGMMA builds too
+		pv         bool // P V runs in fp16, so SDPA_WGMMA=2 builds too
 	}{
 		{"fp8 d64 block_m=128 warps=8 pv_fp8=0", "QGMMA",
 			[]string{"-DSDPA_FP8=1", "-DSDPA_PV_FP8=0", "-DSDPA_BLOCK_M=128", "-DSDPA_WARPS=8", "-DSDPA_STAGES=3"}, true},
@@ -53,7 +54,7 @@ func TestCompileWgmmaQK(t *testing.T) {
 		t.Run(strings.ReplaceAll(b.name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			sync := cc.compile("sm_90", "src", b.flags)
-			wg := cc.compile("sm_90a", "src", append(b.flags[:len(b.flags):len(b.flags)], "-DSDPA_QK_WGMMA=1"))
+			wg := cc.compile("sm_90a", "src", append(b.flags[:len(b.flags):len(b.flags)], "-DSDPA_WGMMA=1"))
 			for _, c := range []*compiled{sync, wg} {
 				if c.err != nil {
 					t.Fatal(c.err)
@@ -78,17 +79,17 @@ func TestCompileWgmmaQK(t *testing.T) {
 			}
 			// P V as wgmma too: fp16 HGMMA from V's widened copy, and no
 			// synchronous tensor instruction left.
-			pv := cc.compile("sm_90a", "src", append(b.flags[:len(b.flags):len(b.flags)], "-DSDPA_QK_WGMMA=1", "-DSDPA_PV_WGMMA=1"))
+			pv := cc.compile("sm_90a", "src", append(b.flags[:len(b.flags):len(b.flags)], "-DSDPA_WGMMA=2"))
 			if pv.err != nil {
 				t.Fatal(pv.err)
 			}
 			np := sassOps(pv.code)
 			t.Logf("P V as wgmma too: %v", np)
 			if np["HGMMA"] == 0 || np[b.gmma] == 0 || np["HMMA"] != 0 || np["IMMA"] != 0 {
-				t.Errorf("%s with SDPA_PV_WGMMA: want HGMMA and %s and no HMMA or IMMA, got %v", b.name, b.gmma, np)
+				t.Errorf("%s with SDPA_WGMMA=2: want HGMMA and %s and no HMMA or IMMA, got %v", b.name, b.gmma, np)
 			}
 			if _, spills := fwdUsage(t, pv.ptxas); spills != 0 {
-				t.Errorf("%s with SDPA_PV_WGMMA: spills %d bytes", b.name, spills)
+				t.Errorf("%s with SDPA_WGMMA=2: spills %d bytes", b.name, spills)
 			}
 		})
 	}
@@ -98,18 +99,25 @@ func TestCompileWgmmaQK(t *testing.T) {
 		flags []string
 		why   string
 	}{
-		{"sm_90", []string{"-DSDPA_FP8=1"}, "needs sm_90a"},
+		{"sm_89", []string{"-DSDPA_FP8=1"}, "needs sm_90a"},
 		{"sm_90a", []string{}, "one-byte inputs"},
 		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_BLOCK_M=32"}, "row groups in fours"},
 		{"sm_90a", []string{"-DSDPA_INT8=1", "-DSDPA_KV_SWIZZLE=0"}, "row groups in fours"},
 		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_Q_IN_REGS=0"}, "row groups in fours"},
 		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_WARPS=8", "-DSDPA_BLOCK_N=32"}, "key slices of 32 to 256"},
-		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_PV_WGMMA=1"}, "P V in fp16"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_WGMMA=2"}, "P V in fp16"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_PV_FP8=0", "-DSDPA_WS=1", "-DSDPA_WGMMA=2"}, "refused with SDPA_WS=1"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_WGMMA=3"}, "0, 1 or 2"},
+		{"sm_90a", []string{"-DSDPA_FP8=1", "-DSDPA_QK_WGMMA=1"}, "not its parts"},
 	}
 	for _, r := range refused {
 		t.Run("refused/"+r.arch+strings.Join(r.flags, ""), func(t *testing.T) {
 			t.Parallel()
-			c := cc.compile(r.arch, "src", append(r.flags[:len(r.flags):len(r.flags)], "-DSDPA_QK_WGMMA=1"))
+			flags := r.flags
+			if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "-DSDPA_WGMMA=") }) {
+				flags = append(flags[:len(flags):len(flags)], "-DSDPA_WGMMA=1")
+			}
+			c := cc.compile(r.arch, "src", flags)
 			if c.err == nil {
 				t.Fatalf("%s %v built; want it refused (%s)", r.arch, r.flags, r.why)
 			}

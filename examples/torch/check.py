@@ -48,6 +48,12 @@ def header_macro(bundle, name):
 
 
 def build(bundle, verbose):
+    # A bundle whose configs run Hopper's wgmma builds for sm_90a only (older
+    # exports do not define ATTENTION_SM90A).
+    with open(os.path.join(bundle, "attention_launch.h")) as f:
+        sm90a = re.search(r"#define ATTENTION_SM90A 1\b", f.read())
+    if sm90a:
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
     return load(name="attention_ext", sources=[os.path.join(HERE, "attention_ext.cpp"), os.path.join(bundle, "attention_launch.cu")],
                 extra_include_paths=[os.path.abspath(bundle)], extra_cflags=["-O3", "-std=c++17"],
                 extra_cuda_cflags=["-O3", "-std=c++17"], verbose=verbose)

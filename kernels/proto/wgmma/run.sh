@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds wg.cu for each config below with mma.sync (sm_90), with Q K^T as
-# wgmma (SDPA_QK_WGMMA=1, sm_90a), with P V as wgmma as well (SDPA_PV_WGMMA=1,
+# wgmma (SDPA_WGMMA=1, sm_90a), with P V as wgmma as well (SDPA_WGMMA=2,
 # where P V runs in fp16), and the same config in fp16, in parallel; runs each
 # (check shapes, then the timed shape) and counts the tensor instructions of
 # the SASS. Run from this folder on the H100.
@@ -31,9 +31,9 @@ for c in "${CFGS[@]}"; do
   IFS='|' read -r name dt cfg shape <<<"$c"
   build sm_90 "$cfg" "$name-f16" &
   [ "$dt" = - ] && continue
-  build sm_90 "$dt $cfg -DSDPA_QK_WGMMA=0" "$name-mma" &
-  build sm_90a "$dt $cfg -DSDPA_QK_WGMMA=1" "$name-wg" &
-  case "$dt" in *PV_FP8=1*) ;; *) build sm_90a "$dt $cfg -DSDPA_QK_WGMMA=1 -DSDPA_PV_WGMMA=1" "$name-wgpv" & ;; esac
+  build sm_90 "$dt $cfg -DSDPA_WGMMA=0" "$name-mma" &
+  build sm_90a "$dt $cfg -DSDPA_WGMMA=1" "$name-wg" &
+  case "$dt" in *PV_FP8=1*) ;; *) build sm_90a "$dt $cfg -DSDPA_WGMMA=2" "$name-wgpv" & ;; esac
 done
 wait
 for c in "${CFGS[@]}"; do

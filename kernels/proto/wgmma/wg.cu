@@ -4,7 +4,7 @@
 // int8: Q and K per row, V per column, amax / 127); the kernel's error is
 // taken against a float64 reference on the dequantised inputs over sampled
 // rows, and its time as the mean of 200 launches after 20 (CUDA events).
-// run.sh builds the same config with SDPA_QK_WGMMA=0 and 1 and side by side.
+// run.sh builds the same config with SDPA_WGMMA=0, 1 and 2 side by side.
 #include "../../sdpa.cu"
 #include <cuda_fp8.h>
 #include <cstdio>

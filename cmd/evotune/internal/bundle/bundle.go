@@ -148,6 +148,17 @@ func (b *Bundle) fp8() bool { return b.Problem.Dtype == "fp8" }
 
 func (b *Bundle) int8() bool { return b.Problem.Dtype == "int8" }
 
+// sm90a reports whether a config of the bundle runs Hopper's wgmma, which
+// only an sm_90a build has (kernels.CompileArch says when).
+func (b *Bundle) sm90a() bool {
+	for _, c := range b.Configs {
+		if kernels.CompileArch("sm_90", c.Flags) == "sm_90a" {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *Bundle) planHeader(plans string) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "/* %s_plan.h: the launch geometry of each config of %s_launch.cu.\n", b.Name, b.Name)
@@ -216,6 +227,9 @@ func (b *Bundle) launchHeader() string {
 	if b.fp8() {
 		nvcc = "nvcc " + kernels.FP8MinNVCC + " or newer and sm_89 or sm_90"
 	}
+	if b.sm90a() {
+		nvcc = "nvcc " + kernels.FP8MinNVCC + " or newer and -arch=sm_90a only: its configs run Hopper's wgmma"
+	}
 	fmt.Fprintf(&w, `#pragma once
 // %[1]s_launch.h: call the SDPA forward kernel an evotune search tuned.
 // %[3]s; do not edit. The evidence (GPU, timings, speedups) is in
@@ -273,6 +287,7 @@ func (b *Bundle) launchHeader() string {
 #define %[2]s_OUT_DTYPE "%[7]s"
 #define %[2]s_FP8 %[8]d
 #define %[2]s_INT8 %[9]d
+#define %[2]s_SM90A %[10]d // 1: the build must be -arch=sm_90a (configs run wgmma)
 
 #ifdef __cplusplus
 extern "C" {
@@ -285,7 +300,7 @@ const char* %[1]s_config_key(int b, int h, int s, int d);
 #ifdef __cplusplus
 }
 #endif
-`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()), boolInt(b.int8()))
+`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()), boolInt(b.int8()), boolInt(b.sm90a()))
 	return w.String()
 }
 
