@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Device run (H100): fp8 with the wgmma knob, as a user runs it. Steps:
+#   sweep64: TestDeviceFP8 (every knob value, wgmma's included, through every
+#            fp8 check case), a tune of 4x16x2048x64 and its bench;
+#   long:    tunes and benches of 4x16x2048x128 and 8x16x4096x64 causal;
+#   short:   a tune and bench of 1x8x512x64.
+# Each bench times the fp8 best beside PyTorch's fp16 backends and beside the
+# H100's tuned fp16 archive of that shape (results/2026-11-22-h100-retune or
+# -index), in one run. bin/evotune (CGO_ENABLED=1) and bin/runner.test are
+# built on the development machine; EVOTUNE_COMMIT names the commit. Outputs
+# go to $OUT/run-STEP.tar.gz.
+set -u
+B=bin/evotune
+step=${1:?step}
+O=/tmp/run/$step; mkdir -p $O
+{ date -u; echo "step: $step"; echo "commit: ${EVOTUNE_COMMIT:-?}"; nvidia-smi -L; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'; } > $O/env.txt
+cat $O/env.txt
+RT=results/2026-11-22-h100-retune
+tb() { # name shape budget baseline-archive [causal]
+  local n=$1 shape=$2 budget=$3 base=$4 causal=${5:-}
+  $B tune --dtype fp8 --shape $shape ${causal:+--causal} --budget $budget --archive $O/fp8-$n > $O/tune-$n.out 2> $O/tune-$n.err; echo "tune $n rc $?"
+  tail -n 14 $O/tune-$n.out
+  $B bench --archive $O/fp8-$n --baseline-archive $base --shapes $shape${causal:+:causal} --out $O/bench-$n > /dev/null 2> $O/bench-$n.err; echo "bench $n rc $?"
+  cat $O/bench-$n/bench.md
+}
+case $step in
+sweep64)
+  EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=12 timeout 230 bin/runner.test -test.run 'TestDeviceFP8$' -test.v -test.timeout 225s > $O/device-fp8.txt 2>&1; echo "TestDeviceFP8 rc $?"
+  grep -E "^(---|ok|FAIL|PASS)|wgmma=q" $O/device-fp8.txt | tail -n 30
+  tb long64 4x16x2048x64 150s $RT/archive-long64 ;;
+long)
+  tb d128 4x16x2048x128 140s $RT/archive-d128
+  tb causal 8x16x4096x64 160s $RT/archive-causal causal ;;
+short)
+  tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
+esac
+tar -czf $OUT/run-$step.tar.gz -C /tmp/run $step
