@@ -31,6 +31,21 @@ sweep64)
 long)
   tb d128 4x16x2048x128 140s $RT/archive-d128
   tb causal 8x16x4096x64 160s $RT/archive-causal causal ;;
+diag)
+  # What the gate says of mma.sync and wgmma at the same tiles, and their
+  # time beside PyTorch and the fp16 best, whatever the gate says.
+  E=block_m=128,warps=4,block_n=64,stages=3,pv_fp8=0
+  G=block_m=128,warps=8,block_n=64,stages=2,pv_fp8=0,pv_accum=0
+  for wg in off qk qk_pv; do
+    $B check --dtype fp8 --shape 4x16x2048x64 --config $E,wgmma=$wg > $O/check-e-$wg.txt 2>&1; echo "check e $wg rc $?"
+    $B check --dtype fp8 --shape 4x16x2048x128 --config $G,wgmma=$wg > $O/check-g-$wg.txt 2>&1; echo "check g $wg rc $?"
+  done
+  tail -n 6 $O/check-*.txt
+  A=results/2026-11-25-h100-wgmma-tune/sweep64/fp8-long64
+  $B bench --archive $A --config $E,wgmma=qk_pv --baseline-archive $RT/archive-long64 --shapes 4x16x2048x64 --out $O/bench-e > /dev/null 2> $O/bench-e.err; echo "bench e rc $?"
+  $B bench --archive $A --config $G,wgmma=qk --baseline-archive $RT/archive-d128 --shapes 4x16x2048x128 --out $O/bench-g > /dev/null 2> $O/bench-g.err; echo "bench g rc $?"
+  cat $O/bench-e/bench.md $O/bench-g/bench.md | grep -E "^\| [0-9]|incorrect"
+  tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
 short)
   tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
 esac
