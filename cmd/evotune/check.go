@@ -66,15 +66,14 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 			return usagef("check", "--arch: %v", err)
 		}
 	}
-	// The config is read against the architecture's default space first, so
-	// that a mistyped knob is reported before any GPU or nvcc is looked for.
-	sp, err := familySpace("check", prob, cmp.Or(opts.gpu.Arch, kernels.DefaultArch))
+	// The config is read against the named architecture's space first (with
+	// no --arch, against any architecture's: some knobs are one
+	// architecture's, as fp8's wgmma is sm_90's), so that a mistyped knob is
+	// reported before any GPU or nvcc is looked for; the GPU's space reads it
+	// again below.
+	cfg, err := parseEarly(prob, opts.gpu.Arch, opts.Config)
 	if err != nil {
 		return err
-	}
-	cfg, err := sp.Parse(opts.Config)
-	if err != nil {
-		return usagef("check", "--config %q: %v", opts.Config, err)
 	}
 	if err := checkToolchain(ctx, "check", opts.gpu.NVCC, prob); err != nil {
 		return err
@@ -103,9 +102,12 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("%w (use --compile-only --arch sm_XY to check without a GPU)", err)
 	}
 	defer rig.Close()
-	sp, err = rig.Space(prob)
+	sp, err := rig.Space(prob)
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
+	}
+	if cfg, err = sp.Parse(opts.Config); err != nil {
+		return usagef("check", "--config %q on %s: %v", opts.Config, rig.Arch(), err)
 	}
 	pipe, err := rig.Pipeline(prob, sp)
 	if err != nil {
@@ -131,6 +133,9 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	sp, err := rig.Space(prob)
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
+	}
+	if cfg, err = sp.Parse(opts.Config); err != nil {
+		return usagef("check", "--config %q on %s: %v", opts.Config, rig.Arch(), err)
 	}
 	fmt.Fprintf(w, "config:     %s\n", cfg.Key())
 	fmt.Fprintf(w, "problem:    %s on %s\n", problemLine(prob), rig.Arch())
@@ -176,4 +181,35 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	}
 	fmt.Fprintln(w, "ptxas gate: ok (correctness and timing need a GPU)")
 	return nil
+}
+
+// parseEarly reads a --config text against arch's space, or with no arch
+// against the default architecture's and, where that refuses it, each other
+// architecture's of the family: the first space that reads it gives the
+// config. Where none does, the default architecture's refusal is the error.
+func parseEarly(prob space.Problem, arch, text string) (space.Config, error) {
+	archs := []string{cmp.Or(arch, kernels.DefaultArch)}
+	if arch == "" {
+		if family, err := kernels.FamilyOf(prob.Family); err == nil {
+			archs = append(archs, family.Archs...)
+		}
+	}
+	var first error
+	for _, a := range archs {
+		sp, err := familySpace("check", prob, a)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		cfg, err := sp.Parse(text)
+		if err == nil {
+			return cfg, nil
+		}
+		if first == nil {
+			first = usagef("check", "--config %q: %v", text, err)
+		}
+	}
+	return nil, first
 }

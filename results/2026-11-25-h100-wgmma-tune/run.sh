@@ -46,6 +46,28 @@ diag)
   $B bench --archive $A --config $G,wgmma=qk --baseline-archive $RT/archive-d128 --shapes 4x16x2048x128 --out $O/bench-g > /dev/null 2> $O/bench-g.err; echo "bench g rc $?"
   cat $O/bench-e/bench.md $O/bench-g/bench.md | grep -E "^\| [0-9]|incorrect"
   tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
+diag2)
+  # diag's checks and benches again, with configs the Go constraints admit
+  # (diag's E needs pv_accum=0 to fit the register estimate) and archives of
+  # the right head dimension and mask for bench (one-evaluation tunes).
+  E=block_m=128,warps=4,block_n=64,stages=3,pv_fp8=0,pv_accum=0
+  G=block_m=128,warps=8,block_n=64,stages=2,pv_fp8=0,pv_accum=0
+  C=block_m=128,warps=8,block_n=64,stages=3,pv_fp8=0
+  $B check --dtype fp8 --shape 4x16x2048x64 --config $E,wgmma=qk_pv > $O/check-e-qk_pv.txt 2>&1; echo "check e qk_pv rc $?"
+  $B check --dtype fp8 --shape 4x16x2048x64 --config $E,wgmma=off > $O/check-e-off.txt 2>&1; echo "check e off rc $?"
+  $B check --dtype fp8 --shape 4x16x2048x128 --config $G,wgmma=qk > $O/check-g-qk.txt 2>&1; echo "check g qk rc $?"
+  grep -hE "correct|gate|max" $O/check-*.txt | head -n 30
+  $B tune --dtype fp8 --shape 4x16x2048x128 --evals 1 --archive $O/fp8-d128-one > /dev/null 2>&1; echo "tune d128 one rc $?"
+  $B tune --dtype fp8 --shape 8x16x4096x64 --causal --evals 1 --archive $O/fp8-causal-one > /dev/null 2>&1; echo "tune causal one rc $?"
+  A=results/2026-11-25-h100-wgmma-tune/sweep64/fp8-long64
+  bc() { # name archive config shape baseline
+    $B bench --archive $2 --config $3 --baseline-archive $5 --shapes $4 --out $O/bench-$1 > /dev/null 2> $O/bench-$1.err; echo "bench $1 rc $?"
+    grep -E "^\| [0-9]|^- [0-9]" $O/bench-$1/bench.md
+  }
+  bc e-qk_pv $A $E,wgmma=qk_pv 4x16x2048x64 $RT/archive-long64
+  bc g-qk $O/fp8-d128-one $G,wgmma=qk 4x16x2048x128 $RT/archive-d128
+  bc g-qk_pv $O/fp8-d128-one $G,wgmma=qk_pv 4x16x2048x128 $RT/archive-d128
+  bc c-qk $O/fp8-causal-one $C,wgmma=qk 8x16x4096x64:causal $RT/archive-causal ;;
 short)
   tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
 esac
