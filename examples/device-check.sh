@@ -92,7 +92,9 @@ if command -v cmake >/dev/null; then
 	BUILT_WITH="cmake $(cmake --version | head -n 1 | awk '{print $3}')"
 else
 	TEST_BIN=$OUT/attention_test
-	"$NVCC" -std=c++17 -O3 -arch=sm_"$SM" -I "$BUNDLE" -o "$TEST_BIN" "$BUNDLE/attention_launch.cu" examples/cmake/attention_test.cu \
+	ARCHFLAG=-arch=sm_$SM
+	[[ $SM == *a ]] && ARCHFLAG=-gencode=arch=compute_$SM,code=sm_$SM # -arch=sm_90a adds a compute_90 pass
+	"$NVCC" -std=c++17 -O3 "$ARCHFLAG" -I "$BUNDLE" -o "$TEST_BIN" "$BUNDLE/attention_launch.cu" examples/cmake/attention_test.cu \
 		> "$OUT/cmake.log" 2>&1 || die "building the CMake example's sources with nvcc failed: $OUT/cmake.log"
 	BUILT_WITH="nvcc (no cmake here)"
 fi

@@ -260,7 +260,8 @@ static_assert(!kPVWgmma || !kPVFP8, "SDPA_WGMMA=2 needs P V in fp16 (pv_fp8=0 fo
 // passed; refused until that is understood (kernels/NOTES.md).
 static_assert(!kPVWgmma || !kWS, "SDPA_WGMMA=2 is refused with SDPA_WS=1 (wrong results on the device: kernels/NOTES.md)");
 #if SDPA_QK_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "SDPA_WGMMA needs sm_90a (nvcc -arch=sm_90a)"
+// (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
+#error "SDPA_WGMMA needs sm_90a: nvcc -gencode arch=compute_90a,code=sm_90a"
 #endif
 #if SDPA_QK_WGMMA && defined(__CUDACC_VER_MAJOR__) && __CUDACC_VER_MAJOR__ < 12
 #error "SDPA_WGMMA needs nvcc 12.0 or newer (wgmma is PTX ISA 8.0)"

@@ -228,7 +228,7 @@ func (b *Bundle) launchHeader() string {
 		nvcc = "nvcc " + kernels.FP8MinNVCC + " or newer and sm_89 or sm_90"
 	}
 	if b.sm90a() {
-		nvcc = "nvcc " + kernels.FP8MinNVCC + " or newer and -arch=sm_90a only: its configs run Hopper's wgmma"
+		nvcc = "nvcc " + kernels.FP8MinNVCC + " or newer and sm_90a only, as -gencode arch=compute_90a,code=sm_90a\n// in place of -arch: its configs run Hopper's wgmma"
 	}
 	fmt.Fprintf(&w, `#pragma once
 // %[1]s_launch.h: call the SDPA forward kernel an evotune search tuned.
@@ -287,7 +287,7 @@ func (b *Bundle) launchHeader() string {
 #define %[2]s_OUT_DTYPE "%[7]s"
 #define %[2]s_FP8 %[8]d
 #define %[2]s_INT8 %[9]d
-#define %[2]s_SM90A %[10]d // 1: the build must be -arch=sm_90a (configs run wgmma)
+#define %[2]s_SM90A %[10]d // 1: build for sm_90a only (configs run wgmma)
 
 #ifdef __cplusplus
 extern "C" {

@@ -304,3 +304,84 @@ func compileForEveryArch(t *testing.T, dtype string) {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 }
+
+// TestWgmmaBundle exports an fp8 bundle tuned on sm_90 whose second config
+// runs wgmma: the header says the build needs sm_90a (TUNED_SDPA_SM90A 1,
+// which examples/device-check.sh and examples/torch/check.py read), the
+// bundle without it says 0, and with $EVOTUNE_FP8_NVCC the launcher
+// compiles for sm_90a as the header says and is refused, naming sm_90a, for
+// plain sm_90 and for -arch=sm_90a (whose -c adds a compute_90 pass).
+func TestWgmmaBundle(t *testing.T) {
+	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "fp8",
+		Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}, {B: 4, H: 16, S: 2048, D: 64}}}
+	tg, err := kernels.TargetFor("sm_90")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := kernels.SDPASpace(prob, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(kv string) Config {
+		t.Helper()
+		c, err := sp.Parse(kv)
+		if err != nil {
+			t.Fatalf("%s: %v", kv, err)
+		}
+		flags, err := sp.Flags(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Config{Key: c.Key(), Config: c, Flags: flags}
+	}
+	plain := cfg("block_m=64,warps=4")
+	wg := cfg("block_m=128,warps=8,stages=3,pv_fp8=0,wgmma=qk_pv")
+	header := func(b *Bundle) string {
+		t.Helper()
+		files, err := b.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f.Path, "_launch.h") {
+				return string(f.Data)
+			}
+		}
+		t.Fatal("no launch header")
+		return ""
+	}
+	b, err := New("tuned_sdpa", prob, kernels.SDPASource(), "sm_90", plain,
+		[]ShapeBest{{Shape: prob.Shapes[0], Config: plain}, {Shape: prob.Shapes[1], Config: wg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := header(b); !strings.Contains(h, "#define TUNED_SDPA_SM90A 1 ") || !strings.Contains(h, "-gencode arch=compute_90a,code=sm_90a") {
+		t.Errorf("a bundle with a wgmma config does not say it needs sm_90a:\n%s", h)
+	}
+	only, err := New("tuned_sdpa", prob, kernels.SDPASource(), "sm_90", plain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := header(only); !strings.Contains(h, "#define TUNED_SDPA_SM90A 0 ") {
+		t.Errorf("a bundle without wgmma says it needs sm_90a")
+	}
+	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
+	if nvcc == "" {
+		t.Skipf("EVOTUNE_FP8_NVCC is not set: the compile needs nvcc %s or newer", kernels.FP8MinNVCC)
+	}
+	dir := t.TempDir()
+	writeBundle(t, b, dir)
+	for _, c := range []struct {
+		arch string
+		ok   bool
+	}{{"-gencode=arch=compute_90a,code=sm_90a", true}, {"-arch=sm_90", false}, {"-arch=sm_90a", false}} {
+		cmd := exec.Command(nvcc, "-std=c++17", "-O3", c.arch, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+		out, err := cmd.CombinedOutput()
+		if c.ok && err != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+		}
+		if !c.ok && (err == nil || !strings.Contains(string(out), "needs sm_90a")) {
+			t.Errorf("%s: want the build refused naming sm_90a, got %v\n%s", c.arch, err, out)
+		}
+	}
+}
