@@ -68,6 +68,23 @@ diag2)
   bc g-qk $O/fp8-d128-one $G,wgmma=qk 4x16x2048x128 $RT/archive-d128
   bc g-qk_pv $O/fp8-d128-one $G,wgmma=qk_pv 4x16x2048x128 $RT/archive-d128
   bc c-qk $O/fp8-causal-one $C,wgmma=qk 8x16x4096x64:causal $RT/archive-causal ;;
+splitk)
+  # The experiment SDPA_WGMMA_SPLITK=1 (each k32 step of Q K^T into a fresh
+  # wgmma accumulator, summed in fp32) through check's gates, by
+  # --kernel-source: does the scale-16 error fall within the gate?
+  sed 's/^#define SDPA_WGMMA_SPLITK 0$/#define SDPA_WGMMA_SPLITK 1/' kernels/sdpa.cu > /tmp/sdpa_splitk.cu
+  grep -c '^#define SDPA_WGMMA_SPLITK 1$' /tmp/sdpa_splitk.cu
+  E=block_m=128,warps=4,block_n=64,stages=3,pv_fp8=0,pv_accum=0
+  G=block_m=128,warps=8,block_n=64,stages=2,pv_fp8=0,pv_accum=0
+  C=block_m=128,warps=8,block_n=64,stages=3,pv_fp8=0
+  ck() { # name shape config [causal]
+    $B check --dtype fp8 --kernel-source /tmp/sdpa_splitk.cu --shape $2 ${4:+--causal} --config $3 > $O/check-$1.txt 2>&1; echo "check $1 rc $?"
+    grep -E "correctness|timing|p50|ptxas" $O/check-$1.txt
+  }
+  ck e-qk_pv 4x16x2048x64 $E,wgmma=qk_pv
+  ck e-qk 4x16x2048x64 $E,wgmma=qk
+  ck g-qk 4x16x2048x128 $G,wgmma=qk
+  ck c-qk 8x16x4096x64 $C,wgmma=qk causal ;;
 short)
   tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
 esac
