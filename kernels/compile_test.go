@@ -348,7 +348,7 @@ func TestEveryInt8KnobChangesCode(t *testing.T) {
 }
 
 // TestWgmmaKnobChangesCode is TestEveryKnobChangesCode for the knob only
-// sm_90's fp8 space declares: from its default (wgmma=off), qk and qk_pv
+// sm_90's fp8 space declares: from its default (wgmma=qk), off and qk_pv
 // each change the SASS (built for sm_90a by NVCCArgs where wgmma is on).
 func TestWgmmaKnobChangesCode(t *testing.T) {
 	everyKnobChangesCode(t, newFP8Compiler(t), "fp8", "sm_90", func(k string) bool { return k == "wgmma" })

@@ -77,12 +77,12 @@ func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
 // fp16 HMMA; "qk_pv" runs P V as wgmma too, in fp16 from a copy of V widened
 // once per tile. Measured on the H100 (results/2026-11-25-h100-wgmma): Q K^T
 // as wgmma 1.16-1.39x faster than mma.sync at fp8's long shapes, with P V
-// too up to 1.42x. But the E4M3 wgmma sums its products at less than fp32's
-// precision, and at input scale 16 (scores of several hundred) that moves
-// outputs by up to 1.29 where the fp8 gate allows 1.04
-// (results/2026-11-25-h100-wgmma-tune): the gate, written for an exact
-// Q K^T, drops most wgmma configs at the long shapes, and the default must
-// pass it, so the default is off. kernels/NOTES.md has the figures.
+// too up to 1.42x. The E4M3 wgmma adds onto its accumulator with fewer bits
+// than fp32, so each k32 step has an accumulator of its own, summed in fp32;
+// chained instead, it failed the gate at input scale 16
+// (results/2026-11-25-h100-wgmma-tune). The default is qk: faster than
+// mma.sync in every config measured and valid with the other defaults
+// (pv_fp8=1 included).
 //
 // The kernel runs int8 this way too (kernels.TestCompileWgmmaQK), but int8's
 // space does not offer it: Q K^T alone gained int8 nothing (0.99x), P V too
@@ -91,7 +91,7 @@ func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
 // build.
 func wgmmaKnob() space.Knob {
 	return space.Knob{Name: "wgmma", Macro: "SDPA_WGMMA", Values: []string{"off", "qk", "qk_pv"}, MacroValues: []string{"0", "1", "2"},
-		Layer: space.Micro, Default: "off",
+		Layer: space.Micro, Default: "qk",
 		Doc: "Hopper's warpgroup MMA (sm_90a) for Q K^T, or for Q K^T and P V (P V in fp16), in place of mma.sync"}
 }
 

@@ -448,14 +448,14 @@ func TestWgmmaSpace(t *testing.T) {
 		if ok != c.want {
 			t.Errorf("%s on %s: wgmma declared %v, want %v", c.dtype, c.arch, ok, c.want)
 		}
-		if ok && k.Default != "off" {
-			t.Errorf("%s on %s: wgmma default %q, want off", c.dtype, c.arch, k.Default)
+		if ok && k.Default != "qk" {
+			t.Errorf("%s on %s: wgmma default %q, want qk", c.dtype, c.arch, k.Default)
 		}
 	}
 	s, _ := mustSpace(t, 64, "fp8", false, "sm_90")
-	def := with(s.Default(), "wgmma", "qk")
+	def := s.Default()
 	if err := s.Check(def); err != nil {
-		t.Fatalf("the sm_90 fp8 default with wgmma=qk is invalid: %v", err)
+		t.Fatalf("the sm_90 fp8 default is invalid: %v", err)
 	}
 	pv := with(with(def, "wgmma", "qk_pv"), "pv_fp8", "0")
 	if err := s.Check(pv); err != nil {

@@ -12,7 +12,10 @@
 set -u
 B=bin/evotune
 step=${1:?step}
-O=/tmp/run/$step; mkdir -p $O
+# Steps up to splitk wrote /tmp/run/STEP and tarred it at the end; later
+# steps write straight under $OUT, so a run cut short still returns its files.
+case $step in final*) O=$OUT/$step ;; *) O=/tmp/run/$step ;; esac
+mkdir -p $O
 { date -u; echo "step: $step"; echo "commit: ${EVOTUNE_COMMIT:-?}"; nvidia-smi -L; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'; } > $O/env.txt
 cat $O/env.txt
 RT=results/2026-11-22-h100-retune
@@ -85,7 +88,17 @@ splitk)
   ck e-qk 4x16x2048x64 $E,wgmma=qk
   ck g-qk 4x16x2048x128 $G,wgmma=qk
   ck c-qk 8x16x4096x64 $C,wgmma=qk causal ;;
+final1)
+  # At the commit where every E4M3 wgmma k32 step has its own accumulator
+  # and the sm_90 fp8 default is wgmma=qk: the device sweep, then the long
+  # shape's tune and bench.
+  EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=16 timeout 150 bin/runner.test -test.run 'TestDeviceFP8$' -test.v -test.timeout 145s > $O/device-fp8.txt 2>&1; echo "TestDeviceFP8 rc $?"
+  grep -E "^(---|ok|FAIL|PASS)|^        [a-z0-9]" $O/device-fp8.txt | tail -n 20
+  tb long64 4x16x2048x64 120s $RT/archive-long64 ;;
+final2)
+  tb d128 4x16x2048x128 80s $RT/archive-d128
+  tb causal 8x16x4096x64 80s $RT/archive-causal causal ;;
 short)
   tb short 1x8x512x64 90s results/2026-11-25-h100-index ;;
 esac
-tar -czf $OUT/run-$step.tar.gz -C /tmp/run $step
+case $step in final*) ;; *) tar -czf $OUT/run-$step.tar.gz -C /tmp/run $step ;; esac
