@@ -348,8 +348,8 @@ func TestEveryInt8KnobChangesCode(t *testing.T) {
 }
 
 // TestWgmmaKnobChangesCode is TestEveryKnobChangesCode for the knob only
-// sm_90's fp8 space declares: from its default (wgmma=qk), off and qk_pv
-// each change the SASS (built for sm_90a by NVCCArgs where wgmma is on).
+// sm_90's fp8 space declares: from its default (wgmma=qk), off changes the
+// SASS (built for sm_90a by NVCCArgs where wgmma is on).
 func TestWgmmaKnobChangesCode(t *testing.T) {
 	everyKnobChangesCode(t, newFP8Compiler(t), "fp8", "sm_90", func(k string) bool { return k == "wgmma" })
 }

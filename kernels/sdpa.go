@@ -73,7 +73,8 @@ type sdpaGeom struct {
 	// oneByte: fp8 or int8 inputs (one-byte tiles), whose knob pvAccum is;
 	// pvFP8 is fp8's alone.
 	oneByte, pvFP8, pvAccum bool
-	// wgmma (one-byte on sm_90): 0 mma.sync, 1 Q K^T as wgmma, 2 P V too.
+	// wgmma (fp8 on sm_90): 0 mma.sync, 1 Q K^T as wgmma. (The kernel's
+	// SDPA_WGMMA=2, P V too, is not in the space: kernels/NOTES.md.)
 	wgmma int
 }
 
@@ -157,7 +158,7 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 	if v, ok := c["wgmma"]; ok {
 		i := slices.Index(wgmmaKnob().Values, v)
 		if i < 0 {
-			return g, fmt.Errorf("knob wgmma=%q: want off, qk or qk_pv", v)
+			return g, fmt.Errorf("knob wgmma=%q: want off or qk", v)
 		}
 		g.wgmma = i
 	}
@@ -212,10 +213,6 @@ func (g sdpaGeom) wgmmaErr() error {
 		return fmt.Errorf("wgmma takes Q from registers (q_in_regs=1)")
 	case g.colsPerWarp < 32 || g.colsPerWarp > 256:
 		return fmt.Errorf("wgmma takes key slices of 32 to 256 keys, not %d", g.colsPerWarp)
-	case g.wgmma == 2 && g.pvFP8:
-		return fmt.Errorf("wgmma=qk_pv runs P V in fp16; pv_fp8=1 asks for E4M3")
-	case g.wgmma == 2 && g.ws:
-		return fmt.Errorf("wgmma=qk_pv with ws=1 gave wrong results on the H100 (kernels/NOTES.md); refused")
 	}
 	return nil
 }
@@ -247,9 +244,6 @@ func (g sdpaGeom) sharedBytes() int {
 	}
 	q := g.blockM * rowBytes
 	ring := g.stages * 2 * g.blockN * rowBytes
-	if g.wgmma == 2 {
-		ring += 2 * g.blockN * g.d * 2 // two fp16 copies of a V tile after the ring
-	}
 	combine := 0
 	if g.warpsN > 1 {
 		combine = (g.warpsN-1)*g.blockM*g.d*4 + 2*g.warpsN*g.blockM*4

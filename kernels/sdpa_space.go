@@ -74,25 +74,22 @@ func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
 // wgmmaKnob is fp8's Hopper tensor path, declared on sm_90 only (an sm_90a
 // build: NVCCArgs picks it from the rendered macro). "qk" runs Q K^T as
 // wgmma m64nNk32 E4M3 in place of mma.sync, which on sm_90 unpacks E4M3 into
-// fp16 HMMA; "qk_pv" runs P V as wgmma too, in fp16 from a copy of V widened
-// once per tile. Measured on the H100 (results/2026-11-25-h100-wgmma): Q K^T
-// as wgmma 1.16-1.39x faster than mma.sync at fp8's long shapes, with P V
-// too up to 1.42x. The E4M3 wgmma adds onto its accumulator with fewer bits
-// than fp32, so each k32 step has an accumulator of its own, summed in fp32;
-// chained instead, it failed the gate at input scale 16
+// fp16 HMMA: 1.16-1.39x faster at fp8's long shapes, same tiles
+// (results/2026-11-25-h100-wgmma). The E4M3 wgmma adds onto its accumulator
+// with fewer bits than fp32, so each k32 step has an accumulator of its own,
+// summed in fp32; chained instead, it failed the gate at input scale 16
 // (results/2026-11-25-h100-wgmma-tune). The default is qk: faster than
-// mma.sync in every config measured and valid with the other defaults
-// (pv_fp8=1 included).
+// mma.sync in every config measured and valid with the other defaults.
 //
-// The kernel runs int8 this way too (kernels.TestCompileWgmmaQK), but int8's
-// space does not offer it: Q K^T alone gained int8 nothing (0.99x), P V too
-// 1.05x at the same tiles, and int8 builds with nvcc 11.8, which has no
-// wgmma (PTX ISA 8.0), so its space would hold configs such an nvcc cannot
-// build.
+// The kernel's SDPA_WGMMA=2 (P V as wgmma too, from a widened copy of V) is
+// not offered: it gave non-finite outputs with ws=1, and at D=128 with
+// 128-key tiles over 4096 keys, causes not yet found (kernels/NOTES.md).
+// int8 is not offered wgmma either: Q K^T alone gained it nothing (0.99x),
+// and int8 builds with nvcc 11.8, which has no wgmma (PTX ISA 8.0).
 func wgmmaKnob() space.Knob {
-	return space.Knob{Name: "wgmma", Macro: "SDPA_WGMMA", Values: []string{"off", "qk", "qk_pv"}, MacroValues: []string{"0", "1", "2"},
+	return space.Knob{Name: "wgmma", Macro: "SDPA_WGMMA", Values: []string{"off", "qk"}, MacroValues: []string{"0", "1"},
 		Layer: space.Micro, Default: "qk",
-		Doc: "Hopper's warpgroup MMA (sm_90a) for Q K^T, or for Q K^T and P V (P V in fp16), in place of mma.sync"}
+		Doc: "Q K^T on Hopper's warpgroup MMA (an sm_90a build) in place of mma.sync"}
 }
 
 // pvAccumKnob is the one-byte kernels' two-level P V accumulation.

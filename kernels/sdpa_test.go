@@ -436,8 +436,8 @@ func TestSourceWith(t *testing.T) {
 }
 
 // TestWgmmaSpace checks where the wgmma knob is declared (fp8 on sm_90
-// only), its constraint's refusals (the kernel's static_asserts in Go),
-// the shared memory of V's fp16 copies, and the architecture it builds for.
+// only), its values and constraint's refusals (the kernel's static_asserts
+// in Go), and the architecture it builds for.
 func TestWgmmaSpace(t *testing.T) {
 	for _, c := range []struct {
 		dtype, arch string
@@ -457,10 +457,6 @@ func TestWgmmaSpace(t *testing.T) {
 	if err := s.Check(def); err != nil {
 		t.Fatalf("the sm_90 fp8 default is invalid: %v", err)
 	}
-	pv := with(with(def, "wgmma", "qk_pv"), "pv_fp8", "0")
-	if err := s.Check(pv); err != nil {
-		t.Fatalf("wgmma=qk_pv with pv_fp8=0: %v", err)
-	}
 	for _, r := range []struct {
 		c    space.Config
 		want string
@@ -468,20 +464,19 @@ func TestWgmmaSpace(t *testing.T) {
 		{with(def, "block_m", "32"), "row groups in fours"},
 		{with(def, "kv_layout", "pad"), "swizzled layout"},
 		{with(def, "q_in_regs", "0"), "Q from registers"},
-		{with(def, "wgmma", "qk_pv"), "pv_fp8=1"},
-		{with(with(pv, "ws", "1"), "stages", "3"), "ws=1"},
+		{with(def, "wgmma", "qk_pv"), `value "qk_pv"`},
 	} {
 		err := s.Check(r.c)
 		if err == nil || !strings.Contains(err.Error(), r.want) {
 			t.Errorf("%s: got %v, want a refusal naming %q", r.c.Key(), err, r.want)
 		}
-		if off := with(r.c, "wgmma", "off"); s.Check(off) != nil && r.want != "pv_fp8=1" && r.want != "ws=1" {
+		if off := with(r.c, "wgmma", "off"); s.Check(off) != nil && r.c["wgmma"] != "qk_pv" {
 			t.Errorf("%s: invalid even with wgmma=off: %v", off.Key(), s.Check(off))
 		}
 	}
-	// Two fp16 copies of a 64-key V tile at D=64: 2 x 64 x 64 x 2 bytes.
-	if got, base := SharedBytes(pv, 64), SharedBytes(with(pv, "wgmma", "qk"), 64); got-base != 16384 {
-		t.Errorf("qk_pv adds %d bytes of shared memory, want 16384", got-base)
+	// wgmma reads K where mma.sync does: the same shared memory.
+	if got, off := SharedBytes(def, 64), SharedBytes(with(def, "wgmma", "off"), 64); got != off {
+		t.Errorf("wgmma=qk uses %d bytes of shared memory, off %d", got, off)
 	}
 	for _, c := range []struct {
 		arch  string

@@ -334,8 +334,8 @@ func TestWgmmaBundle(t *testing.T) {
 		}
 		return Config{Key: c.Key(), Config: c, Flags: flags}
 	}
-	plain := cfg("block_m=64,warps=4")
-	wg := cfg("block_m=128,warps=8,stages=3,pv_fp8=0,wgmma=qk_pv")
+	plain := cfg("block_m=64,warps=4,wgmma=off")
+	wg := cfg("block_m=128,warps=8,stages=3,pv_fp8=0,wgmma=qk")
 	header := func(b *Bundle) string {
 		t.Helper()
 		files, err := b.Files()
