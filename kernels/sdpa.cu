@@ -57,7 +57,7 @@
 // groups forming a warpgroup, Q's A fragments from registers and K's tile
 // read by a shared-memory descriptor (its one-byte rows are wgmma's 64- or
 // 128-byte swizzle as they are). The scores land in mma.sync's C layout, so
-// everything after them is unchanged. SDPA_WGMMA=2 (wgmma=qk_pv; P V in fp16)
+// everything after them is unchanged. SDPA_WGMMA=2 (P V in fp16; not in the space)
 // runs P V as wgmma as well, from an fp16 copy of V's tile that the consumer
 // threads widen once per tile (columns permuted as O's already are).
 // kernels/NOTES.md, "wgmma for Q K^T and P V".

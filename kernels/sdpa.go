@@ -618,11 +618,12 @@ type Tolerance struct {
 // against the fp32 reference on the same dequantised inputs, so Q K^T is
 // exact up to fp32 accumulation and the errors are P's rounding and O's.
 // (That holds for mma.sync, which on sm_90 unpacks E4M3 to fp16 and sums in
-// fp32. Hopper's E4M3 wgmma, the knob wgmma, sums with fewer bits: at input
-// scale 16, scores in the hundreds, its error passes this bound in rows
-// where two keys nearly tie, measured up to 1.56 against 1.04. The gate
-// drops those configs rather than widen for them until the summation is
-// measured and modelled: kernels/NOTES.md, "wgmma".)
+// fp32. Hopper's E4M3 wgmma, the knob wgmma, adds onto its accumulator with
+// fewer bits: chained over D's k32 steps, scores in the hundreds (input
+// scale 16) erred by up to 1.56 against this bound's 1.04 in rows where two
+// keys nearly tie. The gate was kept and the kernel changed: each step has
+// its own accumulator, summed in fp32, and errs 0.38 at most. kernels/NOTES.md,
+// "wgmma".)
 // With pv_fp8=1, P is rounded to E4M3 (3 mantissa bits): each p is off by
 // at most 2^-4 of itself, so an output, a p-weighted mean of V, is off by at
 // most 2^-4 max|V| = 0.0625 at input scale 1, plus O's fp16 rounding
