@@ -41,7 +41,10 @@
 // probabilities out of E4M3's subnormals), or, with SDPA_PV_FP8=0, P stays
 // fp16 and V is widened to fp16 in registers. With SDPA_PV_ACCUM=1 each tile's
 // P V goes into a fresh accumulator that is added into the fp32 O (the fp8
-// mma's accumulator keeps fewer than 32 mantissa bits).
+// mma's accumulator keeps fewer than 32 mantissa bits). With SDPA_QK_ACCUM=1
+// Q K^T does the same over D: each k32 step into a fresh accumulator, added
+// in fp32 (Hopper's E4M3 wgmma, chained, failed the gate at input scale 16;
+// the wgmma path always splits; kernels/NOTES.md, "wgmma").
 //
 // int8 (SDPA_INT8=1): Q, K and V are int8 bytes in the same one-byte tiles
 // as fp8. Q and K carry one dequantisation scale per row (q_row_scale,
@@ -97,6 +100,9 @@
 #endif
 #ifndef SDPA_PV_ACCUM
 #define SDPA_PV_ACCUM 1
+#endif
+#ifndef SDPA_QK_ACCUM
+#define SDPA_QK_ACCUM 1
 #endif
 #ifndef SDPA_WS
 #define SDPA_WS 0
@@ -174,6 +180,8 @@ constexpr bool kOutBF16 = kByte ? SDPA_OUT_BF16 != 0 : kBF16;
 constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
 // Two-level accumulation of P V (one-byte inputs only).
 constexpr bool kPVAccum = kByte && SDPA_PV_ACCUM != 0;
+// Two-level accumulation of fp8's Q K^T over D on mma.sync (wgmma always).
+constexpr bool kQKAccum = kFP8 && SDPA_QK_ACCUM != 0;
 // Q K^T of one-byte inputs as Hopper's asynchronous warpgroup MMA (sm_90a).
 constexpr bool kWgmma = SDPA_QK_WGMMA != 0;
 // P V as wgmma too, from an fp16 copy of V widened once per tile (below).
@@ -764,6 +772,26 @@ __device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int 
 // A warp's scores for one K/V tile, in mma C layout.
 using Scores = float[MT][NT][4];
 
+// fill_scores sets every score of c to v; add_scores adds t into c.
+template <class T>
+__device__ __forceinline__ void fill_scores(T (&c)[MT][NT][4], T v) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[mt][nt][e] = v;
+}
+template <class T>
+__device__ __forceinline__ void add_scores(T (&c)[MT][NT][4], const T (&t)[MT][NT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[mt][nt][e] += t[mt][nt][e];
+}
+
 // qk_product computes init + Q K^T over the warp's rows and key slice of
 // the tile at sk into c (fp32, or int32 for int8). One base address per
 // fragment pattern; rows move by 16 per tile, columns by kstep.
@@ -775,14 +803,7 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
         // K's rows of the warp's key slice; a k32 step is 32 bytes along them.
         const uint32_t kb = sk + wn * kColsPerWarp * kRowBytes;
         constexpr bool kZero = std::is_same<T, float>::value;  // fp8 starts from 0, int8 from its bias
-        if constexpr (!kZero) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) c[mt][nt][e] = init;
-        }
+        if constexpr (!kZero) fill_scores(c, init);
         if constexpr (kZero && KT > 1) {
             // E4M3: each k32 step into a fresh accumulator, added into c in
             // fp32. The E4M3 wgmma adds onto its accumulator with fewer bits
@@ -805,12 +826,7 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
                 wg_wait();
                 wg_pin(c);
                 wg_pin(t);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) c[mt][nt][e] += t[mt][nt][e];
+                add_scores(c, t);
                 if (kt < KT) {
                     wg_pin(t);
                     wg_fence();
@@ -836,15 +852,16 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
     const uint32_t qa = kQInRegs ? 0u : q_frag_addr(sq, wm, lane);
     const int krow = wn * kColsPerWarp + (lane & 7) + (lane >> 4) * 8, kcol = ((lane >> 3) & 1) * kVec;
     const uint32_t ka = sk + tile_off(krow, kcol) * kEsz;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) c[mt][nt][e] = init;
+    fill_scores(c, init);
 
+    // With kQKAccum, steps after the first go into t, added into c after
+    // each (t is unused, and dropped by the compiler, without it).
+    T t[MT][NT][4];
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
+        const bool fresh = kQKAccum && kt > 0;
+        auto& d = fresh ? t : c;
+        if (fresh) fill_scores(t, T(0));
         uint32_t a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
@@ -861,10 +878,11 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
             ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                mma_qk(c[mt][2 * np], a[mt], b[0], b[1]);
-                mma_qk(c[mt][2 * np + 1], a[mt], b[2], b[3]);
+                mma_qk(d[mt][2 * np], a[mt], b[0], b[1]);
+                mma_qk(d[mt][2 * np + 1], a[mt], b[2], b[3]);
             }
         }
+        if (fresh) add_scores(c, t);
     }
 }
 

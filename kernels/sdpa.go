@@ -73,6 +73,8 @@ type sdpaGeom struct {
 	// oneByte: fp8 or int8 inputs (one-byte tiles), whose knob pvAccum is;
 	// pvFP8 is fp8's alone.
 	oneByte, pvFP8, pvAccum bool
+	// qkAccum: fp8's two-level Q K^T accumulation (the wgmma path always).
+	qkAccum bool
 	// wgmma (fp8 on sm_90): 0 mma.sync, 1 Q K^T as wgmma. (The kernel's
 	// SDPA_WGMMA=2, P V too, is not in the space: kernels/NOTES.md.)
 	wgmma int
@@ -140,11 +142,12 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 		}
 		*k.dst = n != 0
 	}
-	// Only the one-byte dtypes declare pv_accum, and only fp8 pv_fp8.
+	// Only the one-byte dtypes declare pv_accum, and only fp8 pv_fp8 and
+	// qk_accum.
 	for _, k := range []struct {
 		name string
 		dst  *bool
-	}{{"pv_accum", &g.pvAccum}, {"pv_fp8", &g.pvFP8}} {
+	}{{"pv_accum", &g.pvAccum}, {"pv_fp8", &g.pvFP8}, {"qk_accum", &g.qkAccum}} {
 		if _, ok := c[k.name]; !ok {
 			continue
 		}
@@ -213,6 +216,8 @@ func (g sdpaGeom) wgmmaErr() error {
 		return fmt.Errorf("wgmma takes Q from registers (q_in_regs=1)")
 	case g.colsPerWarp < 32 || g.colsPerWarp > 256:
 		return fmt.Errorf("wgmma takes key slices of 32 to 256 keys, not %d", g.colsPerWarp)
+	case !g.qkAccum:
+		return fmt.Errorf("wgmma=qk always gives each k32 step its own accumulator; keep qk_accum=1 (the same code)")
 	}
 	return nil
 }
@@ -304,7 +309,7 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 		if !FP8Arch(t.Arch) {
 			return nil, fmt.Errorf("sdpa space: fp8 needs E4M3 tensor cores (sm_89 or newer), not %s", t.Arch)
 		}
-		s.Knobs = append(s.Knobs, sdpaFP8Knobs(d)...)
+		s.Knobs = append(s.Knobs, sdpaFP8Knobs(d, t.Arch)...)
 		s.Defines = append(s.Defines,
 			space.Define{Macro: "SDPA_FP8", Value: "1"},
 			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})

@@ -58,13 +58,41 @@ func sdpaKnobs() []space.Knob {
 
 // sdpaFP8Knobs declares the knobs only fp8 (E4M3) problems have. The
 // presence of pv_accum in a config is what makes its geometry one-byte
-// (fp8's and int8's tiles); pv_fp8 is fp8's alone.
-func sdpaFP8Knobs(d int) []space.Knob {
+// (fp8's and int8's tiles); pv_fp8 and qk_accum are fp8's alone.
+//
+// qk_accum is pv_accum's remedy for Q K^T: the E4M3 tensor cores add onto an
+// accumulator with fewer bits than fp32. On the H100 the chained E4M3 wgmma
+// erred by up to 1.56 at input scale 16, where the gate allows 1.04, and
+// within 0.38 with a fresh accumulator per k32 step
+// (results/2026-11-25-h100-wgmma-tune). The H100's E4M3 mma.sync is exact
+// (unpacked to fp16, summed in fp32), but the L4's is native QMMA, whose
+// accumulator is reported to keep about 13 mantissa bits (SageAttention2),
+// so the L4 is expected to need it: the default is 1 at D=64 (64 FADDs a
+// tile, no more registers with nvcc 12.4), and the search and the gate
+// decide. The wgmma path always splits, so wgmma=qk takes qk_accum=1 only.
+func sdpaFP8Knobs(d int, arch string) []space.Knob {
 	return []space.Knob{
 		{Name: "pv_fp8", Macro: "SDPA_PV_FP8", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
 			Doc: "P V in E4M3 (m16n8k32, P quantised as exp(s - m + 8 ln 2)) or in fp16 (V widened to fp16 in registers)"},
 		pvAccumKnob(d),
+		qkAccumKnob(d, arch),
 	}
+}
+
+// qkAccumKnob is fp8's two-level Q K^T accumulation (sdpaFP8Knobs says why).
+// At D=128 it holds a second score accumulator across four k32 steps: the
+// default 64x64 config takes 244 registers with nvcc 12.4 on sm_89 against
+// 184 without, the margin that spilled pv_accum's D=128 default with nvcc
+// 13.0, so D=128 defaults to 0 and leaves 1 to the search and the gate.
+// sm_90 keeps 1: its default runs wgmma (wgmmaKnob), which always splits
+// and takes qk_accum=1 (198 registers at D=128).
+func qkAccumKnob(d int, arch string) space.Knob {
+	accum := "1"
+	if d >= 128 && arch != "sm_90" {
+		accum = "0"
+	}
+	return space.Knob{Name: "qk_accum", Macro: "SDPA_QK_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: accum,
+		Doc: "two-level Q K^T accumulation: each 32-wide step of D into a fresh accumulator, added in fp32"}
 }
 
 // sdpaInt8Knobs declares the knobs only int8 problems have: P V always runs

@@ -497,3 +497,35 @@ func TestWgmmaSpace(t *testing.T) {
 		t.Errorf("NVCCArgs for a wgmma config: %s", args)
 	}
 }
+
+// TestQKAccumKnob checks fp8's two-level Q K^T accumulation: declared for
+// fp8 only, default 1 except at D=128 off sm_90 (the register margin), and
+// with wgmma=qk (which always splits) only as 1.
+func TestQKAccumKnob(t *testing.T) {
+	for _, c := range []struct {
+		dtype, arch string
+		d           int
+		want        string // "" for not declared
+	}{
+		{"fp8", "sm_89", 64, "1"}, {"fp8", "sm_89", 128, "0"}, {"fp8", "sm_90", 64, "1"}, {"fp8", "sm_90", 128, "1"},
+		{"int8", "sm_89", 64, ""}, {"fp16", "sm_90", 64, ""},
+	} {
+		s, _ := mustSpace(t, c.d, c.dtype, false, c.arch)
+		k, ok := s.Knob("qk_accum")
+		switch {
+		case ok != (c.want != ""):
+			t.Errorf("%s D=%d on %s: qk_accum declared %v", c.dtype, c.d, c.arch, ok)
+		case ok && (k.Default != c.want || k.Macro != "SDPA_QK_ACCUM"):
+			t.Errorf("%s D=%d on %s: qk_accum %+v, want default %s", c.dtype, c.d, c.arch, k, c.want)
+		case ok && s.Check(s.Default()) != nil:
+			t.Errorf("%s D=%d on %s: the default is invalid: %v", c.dtype, c.d, c.arch, s.Check(s.Default()))
+		}
+	}
+	s, _ := mustSpace(t, 64, "fp8", false, "sm_90")
+	if err := s.Check(with(s.Default(), "qk_accum", "0")); err == nil || !strings.Contains(err.Error(), "keep qk_accum=1") {
+		t.Errorf("wgmma=qk with qk_accum=0: %v, want refused (the same code)", err)
+	}
+	if err := s.Check(with(with(s.Default(), "qk_accum", "0"), "wgmma", "off")); err != nil {
+		t.Errorf("wgmma=off with qk_accum=0: %v", err)
+	}
+}

@@ -30,7 +30,8 @@
 //   - with --dtype fp8 the inputs are one byte, Q K^T runs at the L4's E4M3
 //     rate (twice fp16's) and so does P V with pv_fp8=1 (fp16's with
 //     pv_fp8=0, after widening V); two-level accumulation (pv_accum=1)
-//     costs registers, not time;
+//     costs registers, not time; qk_accum=1 costs 2% of the tile's tensor
+//     time, and at D=128 a second score accumulator's registers;
 //   - --dtype int8 is fp8 with pv_fp8=0: one-byte inputs, Q K^T at the
 //     L4's IMMA rate (twice fp16's), P V in fp16; its kernel error is
 //     fp16's and its end-to-end error INT8's floor (kernels.ToleranceFor);
@@ -215,6 +216,8 @@ type geometry struct {
 	// fp8 and int8: one-byte inputs; P V in E4M3 (fp8's pv_fp8=1) or
 	// fp16; two-level accumulation.
 	oneByte, pvFP8, pvAccum bool
+	// fp8's two-level Q K^T accumulation.
+	qkAccum bool
 }
 
 func (m model) geometry(c space.Config) (geometry, error) {
@@ -236,6 +239,7 @@ func (m model) geometry(c space.Config) (geometry, error) {
 	if space.Quantized(m.problem.Dtype) {
 		g.oneByte, g.pvAccum = true, c.Int("pv_accum") == 1
 		g.pvFP8 = m.problem.Dtype == "fp8" && c.Int("pv_fp8") == 1
+		g.qkAccum = m.problem.Dtype == "fp8" && c.Int("qk_accum") == 1
 	}
 	g.warpsM = min(g.warps, max(g.blockM/16, 1))
 	g.warpsN = g.warps / g.warpsM
@@ -257,6 +261,9 @@ func (g geometry) registers(rng *rand.Rand) (need, limit int) {
 	}
 	if g.oneByte && g.pvAccum {
 		est += float64(mt * d / 2)
+	}
+	if g.qkAccum && d >= 128 {
+		est += float64(mt * cols / 2) // a second score accumulator over four k32 steps
 	}
 	// The unrolled cp.async ring keeps addresses and predicates per stage
 	// and per 32-key chunk: deep rings of long tiles are what spills.
@@ -431,6 +438,9 @@ func latencyUS(g geometry, regs int) float64 {
 			pv = 1
 		}
 		compute *= (0.5 + pv) / 2
+		if g.qkAccum {
+			compute *= 1.02 // an FADD per score and k32 step after the first
+		}
 	}
 	esz := 2
 	if g.oneByte {

@@ -137,11 +137,17 @@ func TestInt8Model(t *testing.T) {
 	for _, c := range models["int8"].s.ValidConfigs()[:50] {
 		fp8 := maps.Clone(c)
 		fp8["pv_fp8"] = "0"
+		fp8["qk_accum"] = "0" // int8's Q K^T is exact in int32: no second accumulator
 		fp16 := maps.Clone(c)
 		delete(fp16, "pv_accum")
 		i8, f8, f16 := latency("int8", c), latency("fp8", fp8), latency("fp16", fp16)
+		split := maps.Clone(fp8)
+		split["qk_accum"] = "1"
+		if !(latency("fp8", split) > f8) {
+			t.Errorf("%s: fp8's qk_accum=1 costs no time in the model", c.Key())
+		}
 		if i8 != f8 || !(i8 < f16) {
-			t.Errorf("%s: int8 %.3f µs, fp8 with pv_fp8=0 %.3f µs, fp16 %.3f µs: want int8 = fp8 < fp16", c.Key(), i8, f8, f16)
+			t.Errorf("%s: int8 %.3f µs, fp8 with pv_fp8=0 and qk_accum=0 %.3f µs, fp16 %.3f µs: want int8 = fp8 < fp16", c.Key(), i8, f8, f16)
 		}
 	}
 }

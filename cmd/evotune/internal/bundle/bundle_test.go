@@ -21,6 +21,21 @@ func testBundle(t *testing.T, dtype string) *Bundle {
 	if dtype == "fp8" {
 		arch = "sm_89"
 	}
+	cfg := configsOf(t, prob, arch)
+	best := cfg("split_kv=4,block_m=64,warps=4")
+	other := cfg("persistent=1,block_m=128,warps=8,block_n=64,stages=3")
+	b, err := New("tuned_sdpa", prob, kernels.SDPASource(), arch, best,
+		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// configsOf returns a reader of k=v,... texts into bundle configs of prob's
+// space on arch.
+func configsOf(t *testing.T, prob space.Problem, arch string) func(kv string) Config {
+	t.Helper()
 	tg, err := kernels.TargetFor(arch)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +44,7 @@ func testBundle(t *testing.T, dtype string) *Bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := func(kv string) Config {
+	return func(kv string) Config {
 		t.Helper()
 		c, err := sp.Parse(kv)
 		if err != nil {
@@ -41,14 +56,6 @@ func testBundle(t *testing.T, dtype string) *Bundle {
 		}
 		return Config{Key: c.Key(), Config: c, Flags: flags}
 	}
-	best := cfg("split_kv=4,block_m=64,warps=4")
-	other := cfg("persistent=1,block_m=128,warps=8,block_n=64,stages=3")
-	b, err := New("tuned_sdpa", prob, kernels.SDPASource(), arch, best,
-		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: other}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestNewDeduplicates(t *testing.T) {
@@ -314,26 +321,7 @@ func compileForEveryArch(t *testing.T, dtype string) {
 func TestWgmmaBundle(t *testing.T) {
 	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "fp8",
 		Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}, {B: 4, H: 16, S: 2048, D: 64}}}
-	tg, err := kernels.TargetFor("sm_90")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := kernels.SDPASpace(prob, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := func(kv string) Config {
-		t.Helper()
-		c, err := sp.Parse(kv)
-		if err != nil {
-			t.Fatalf("%s: %v", kv, err)
-		}
-		flags, err := sp.Flags(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Config{Key: c.Key(), Config: c, Flags: flags}
-	}
+	cfg := configsOf(t, prob, "sm_90")
 	plain := cfg("block_m=64,warps=4,wgmma=off")
 	wg := cfg("block_m=128,warps=8,stages=3,pv_fp8=0,wgmma=qk")
 	header := func(b *Bundle) string {
