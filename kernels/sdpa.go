@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,9 +74,9 @@ type sdpaGeom struct {
 	oneByte, pvFP8, pvAccum bool
 	// qkAccum: fp8's two-level Q K^T accumulation (the wgmma path always).
 	qkAccum bool
-	// wgmma (fp8 on sm_90): 0 mma.sync, 1 Q K^T as wgmma. (The kernel's
+	// wgmma (fp8 on sm_90): Q K^T as wgmma, not mma.sync. (The kernel's
 	// SDPA_WGMMA=2, P V too, is not in the space: kernels/NOTES.md.)
-	wgmma int
+	wgmma bool
 }
 
 // esz is the bytes of an input element.
@@ -158,12 +157,12 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 		*k.dst = n != 0
 	}
 	_, g.oneByte = c["pv_accum"]
-	if v, ok := c["wgmma"]; ok {
-		i := slices.Index(wgmmaKnob().Values, v)
-		if i < 0 {
-			return g, fmt.Errorf("knob wgmma=%q: want off or qk", v)
-		}
-		g.wgmma = i
+	switch c["wgmma"] {
+	case "", "off":
+	case "qk":
+		g.wgmma = true
+	default:
+		return g, fmt.Errorf("knob wgmma=%q: want off or qk", c["wgmma"])
 	}
 	switch c["kv_layout"] {
 	case "pad":
@@ -202,9 +201,11 @@ func (g sdpaGeom) layoutErr() error {
 }
 
 // wgmmaErr reports why a config cannot run wgmma (sdpa.cu's static_asserts
-// say the same), or nil.
+// say the same), or nil. Their key-slice bound (32 to 256 keys) needs no
+// check here: one-byte layouts take slices in 32s (layoutErr) and block_n
+// is at most 256.
 func (g sdpaGeom) wgmmaErr() error {
-	if g.wgmma == 0 {
+	if !g.wgmma {
 		return nil
 	}
 	switch {
@@ -214,8 +215,6 @@ func (g sdpaGeom) wgmmaErr() error {
 		return fmt.Errorf("wgmma reads K in the swizzled layout, not kv_layout=pad")
 	case !g.qInRegs:
 		return fmt.Errorf("wgmma takes Q from registers (q_in_regs=1)")
-	case g.colsPerWarp < 32 || g.colsPerWarp > 256:
-		return fmt.Errorf("wgmma takes key slices of 32 to 256 keys, not %d", g.colsPerWarp)
 	case !g.qkAccum:
 		return fmt.Errorf("wgmma=qk always gives each k32 step its own accumulator; keep qk_accum=1 (the same code)")
 	}

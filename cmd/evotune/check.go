@@ -71,8 +71,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	// architecture's, as fp8's wgmma is sm_90's), so that a mistyped knob is
 	// reported before any GPU or nvcc is looked for; the GPU's space reads it
 	// again below.
-	cfg, err := parseEarly(prob, opts.gpu.Arch, opts.Config)
-	if err != nil {
+	if err := parseEarly(prob, opts.gpu.Arch, opts.Config); err != nil {
 		return err
 	}
 	if err := checkToolchain(ctx, "check", opts.gpu.NVCC, prob); err != nil {
@@ -95,7 +94,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	}
 	if opts.CompileOnly {
 		opts.gpu.Jobs = 1
-		return compileOnly(ctx, c.stdout, opts, prob, cfg)
+		return compileOnly(ctx, c.stdout, opts, prob)
 	}
 	rig, err := opts.gpu.open(ctx, "check", false, c.stderr)
 	if err != nil {
@@ -106,7 +105,8 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
 	}
-	if cfg, err = sp.Parse(opts.Config); err != nil {
+	cfg, err := sp.Parse(opts.Config)
+	if err != nil {
 		return usagef("check", "--config %q on %s: %v", opts.Config, rig.Arch(), err)
 	}
 	pipe, err := rig.Pipeline(prob, sp)
@@ -124,7 +124,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 // compileOnly takes cfg through the constraint, nvcc and ptxas gates on the
 // named architecture (or the GPU's, when there is one) and prints the
 // figures and the cubin's path.
-func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem, cfg space.Config) error {
+func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space.Problem) error {
 	rig, err := opts.gpu.open(ctx, "check", true, nil)
 	if err != nil {
 		return err
@@ -134,7 +134,8 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 	if err != nil {
 		return usagef("check", "--shape: %v", err)
 	}
-	if cfg, err = sp.Parse(opts.Config); err != nil {
+	cfg, err := sp.Parse(opts.Config)
+	if err != nil {
 		return usagef("check", "--config %q on %s: %v", opts.Config, rig.Arch(), err)
 	}
 	fmt.Fprintf(w, "config:     %s\n", cfg.Key())
@@ -185,13 +186,17 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 
 // parseEarly reads a --config text against arch's space, or with no arch
 // against the default architecture's and, where that refuses it, each other
-// architecture's of the family: the first space that reads it gives the
-// config. Where none does, the default architecture's refusal is the error.
-func parseEarly(prob space.Problem, arch, text string) (space.Config, error) {
+// architecture's of the family; it is nil when one reads it. Where none
+// does, the default architecture's refusal is the error.
+func parseEarly(prob space.Problem, arch, text string) error {
 	archs := []string{cmp.Or(arch, kernels.DefaultArch)}
 	if arch == "" {
 		if family, err := kernels.FamilyOf(prob.Family); err == nil {
-			archs = append(archs, family.Archs...)
+			for _, a := range family.Archs {
+				if a != kernels.DefaultArch {
+					archs = append(archs, a)
+				}
+			}
 		}
 	}
 	var first error
@@ -203,13 +208,13 @@ func parseEarly(prob space.Problem, arch, text string) (space.Config, error) {
 			}
 			continue
 		}
-		cfg, err := sp.Parse(text)
+		_, err = sp.Parse(text)
 		if err == nil {
-			return cfg, nil
+			return nil
 		}
 		if first == nil {
 			first = usagef("check", "--config %q: %v", text, err)
 		}
 	}
-	return nil, first
+	return first
 }
