@@ -185,9 +185,11 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 }
 
 // parseEarly reads a --config text against arch's space, or with no arch
-// against the default architecture's and, where that refuses it, each other
-// architecture's of the family; it is nil when one reads it. Where none
-// does, the default architecture's refusal is the error.
+// against the first of the family's architectures (the default one first)
+// whose space knows every knob the text names: its refusal is the error, so
+// that a bad value of sm_90's wgmma is called a bad value, not an unknown
+// knob. Where no space knows them all, the default architecture's refusal
+// is the error.
 func parseEarly(prob space.Problem, arch, text string) error {
 	archs := []string{cmp.Or(arch, kernels.DefaultArch)}
 	if arch == "" {
@@ -212,9 +214,26 @@ func parseEarly(prob space.Problem, arch, text string) error {
 		if err == nil {
 			return nil
 		}
+		if knowsAll(sp, text) {
+			return usagef("check", "--config %q: %v", text, err)
+		}
 		if first == nil {
 			first = usagef("check", "--config %q: %v", text, err)
 		}
 	}
 	return first
+}
+
+// knowsAll reports whether sp has every knob a k=v,... text names.
+func knowsAll(sp *space.Space, text string) bool {
+	for _, kv := range strings.Split(text, ",") {
+		name, _, _ := strings.Cut(kv, "=")
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if _, ok := sp.Knob(name); !ok {
+			return false
+		}
+	}
+	return true
 }

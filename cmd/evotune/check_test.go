@@ -56,6 +56,7 @@ func TestCheckErrors(t *testing.T) {
 		{[]string{"check", "--dtype", "fp8", "--config", "wgmma=qk", "--arch", "sm_89"}, exitUsage, `evotune: check: --config "wgmma=qk": unknown knob "wgmma"`},
 		{[]string{"check", "--dtype", "fp8", "--config", "wgmma=qk", "--compile-only", "--arch", "sm_90", "--nvcc", "testdata/no-such-nvcc"}, exitError, `evotune: check --nvcc: `},
 		{[]string{"check", "--dtype", "fp8", "--config", "wgmma=qk", "--nvcc", "testdata/no-such-nvcc"}, exitError, `evotune: check --nvcc: `},
+		{[]string{"check", "--dtype", "fp8", "--config", "wgmma=bogus"}, exitUsage, `evotune: check: --config "wgmma=bogus": knob wgmma: value "bogus" not in [off qk]`},
 		{[]string{"check", "--compile-only", "--config", "ws=0,producer_warps=2", "--arch", "sm_89"}, exitError, "evotune: check: block_m=64,block_n=64,fast_exp=1,kv_layout=swizzle,min_blocks_per_sm=1,persistent=0,producer_warps=2,q_in_regs=1,split_kv=1,stages=2,warps=4,ws=0 stopped at the constraint gate"},
 	}
 	for _, tc := range cases {
