@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Device run (H100): where fp8's time goes, and the open faults. Steps:
+#   a: TestDeviceFP8 at this commit (qk_accum's first device run); Nsight
+#      Compute profiles of the tuned fp8 best (wgmma=qk), the tuned fp16 best
+#      and PyTorch's cuDNN fp16 kernel at 4x16x2048x64; the bisection of P V
+#      as wgmma (SDPA_WGMMA=2) with the wgmma proto harness.
+#   b: a seeded tune and bench of 8x16x4096x64 causal in fp8.
+# bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
+# development machine; EVOTUNE_COMMIT names the commit. Large outputs are
+# tarred into $OUT/STEP/files.tar.gz (the call returns a limited number of files).
+set -u
+B=$PWD/bin/evotune
+step=${1:?step}
+O=$OUT/$step; W=/tmp/run-$step; mkdir -p $O $W
+{ date -u; echo "step: $step"; echo "commit: ${EVOTUNE_COMMIT:-?}"; nvidia-smi -L; nvcc --version | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1); echo "ncu: $NCU"; [ -n "$NCU" ] && $NCU --version | tail -1; } > $O/env.txt 2>&1
+cat $O/env.txt
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+RT=results/2026-11-22-h100-retune
+FP8=block_m=128,warps=4,block_n=64,stages=3,min_blocks_per_sm=2,pv_fp8=0,pv_accum=0,wgmma=qk
+FP16=stages=3,block_m=128,kv_layout=pad
+MET="--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"
+SECT="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section InstructionStats"
+case $step in
+a)
+  EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=16 timeout 170 bin/runner.test -test.run 'TestDeviceFP8$' -test.v -test.timeout 165s > $O/device-fp8.txt 2>&1; echo "TestDeviceFP8 rc $?"
+  grep -E "^(---|ok|FAIL|PASS)|^        [a-z0-9]|failed" $O/device-fp8.txt | tail -n 24
+  # ncu on check: the check cases come first (one launch each), then the
+  # timing's launches at the problem shape; skip well past the cases and
+  # print the grid to show which launch was taken.
+  prof() { # name dtype config
+    timeout 240 $NCU --target-processes all --clock-control none --kernel-name sdpa_fwd --launch-skip 100 --launch-count 1 $SECT $B check --dtype $2 --shape 4x16x2048x64 --config $3 > $W/ncu-$1.txt 2>&1; echo "ncu $1 rc $?"
+    grep -E "Grid Size|Block Size|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Compute \(SM\) Throughput|Warp Cycles Per Issued|No Eligible" $W/ncu-$1.txt | head -n 20
+    timeout 200 $NCU --target-processes all --clock-control none --kernel-name sdpa_fwd --launch-skip 100 --launch-count 1 $MET \
+      $B check --dtype $2 --shape 4x16x2048x64 --config $3 > $W/ncu-$1-pipes.txt 2>&1; echo "ncu $1 pipes rc $?"
+    grep -E "sm__|Grid|==ERR|==WARN" $W/ncu-$1-pipes.txt | head -n 12
+  }
+  prof fp8 fp8 $FP8
+  prof fp16 fp16 $FP16
+  cat > $W/cudnn.py <<'PY'
+import torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+q, k, v = (torch.randn(4, 16, 2048, 64, device="cuda", dtype=torch.half) for _ in range(3))
+for be in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
+    with sdpa_kernel(be):
+        for _ in range(3):
+            F.scaled_dot_product_attention(q, k, v)
+torch.cuda.synchronize()
+PY
+  timeout 200 $NCU --clock-control none --kernel-name regex:'sdpa|fmha|flash|attn' --launch-skip 2 --launch-count 1 $SECT \
+    python3 $W/cudnn.py > $W/ncu-cudnn.txt 2>&1; echo "ncu cudnn rc $?"
+  timeout 100 $NCU --clock-control none --kernel-name regex:'sdpa|fmha|flash|attn' --launch-skip 2 --launch-count 1 $MET python3 $W/cudnn.py > $W/ncu-cudnn-pipes.txt 2>&1; echo "ncu cudnn pipes rc $?"
+  grep -E "^  [a-z_].*\(|sm__|==ERR" $W/ncu-cudnn-pipes.txt | head -n 12
+  grep -E "^  [a-z_].*\(|Grid Size|Block Size|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Compute \(SM\) Throughput|pct_of_peak|Warp Cycles Per Issued|No Eligible" $W/ncu-cudnn.txt | head -n 20
+  # P V as wgmma (SDPA_WGMMA=2): which factor of the two wrong results
+  # matters. The proto harness (kernels/proto/wgmma/wg.cu) on a copy of the
+  # kernel without the ws refusal; each build checks S = 1, 77, 500, 512 and
+  # then the shape given (max error, non-finite and unwritten outputs).
+  P=$W/proto; mkdir -p $P/kernels/proto/wgmma
+  sed '/SDPA_WGMMA=2 is refused with SDPA_WS=1/d' kernels/sdpa.cu > $P/kernels/sdpa.cu
+  cp kernels/*.h $P/kernels/ 2>/dev/null; cp kernels/proto/wgmma/wg.cu $P/kernels/proto/wgmma/
+  F8="-DSDPA_FP8=1 -DSDPA_PV_FP8=0"
+  D128="$F8 -DSDPA_PV_ACCUM=0 -DSDPA_FAST_EXP=0 -DSDPA_HEAD_DIM=128 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8"
+  WS="$F8 -DSDPA_WS=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64"
+  mapfile -t V <<VV
+n0|$D128 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_SPLIT_KV=4 -DSDPA_WGMMA=2|1 2 4096
+n1|$D128 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_SPLIT_KV=4 -DSDPA_WGMMA=1|1 2 4096
+n2|$D128 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_SPLIT_KV=1 -DSDPA_WGMMA=2|1 2 4096
+n3|$D128 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_SPLIT_KV=4 -DSDPA_WGMMA=2|1 2 4096
+n4|$D128 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=2 -DSDPA_SPLIT_KV=4 -DSDPA_WGMMA=2|1 2 4096
+n5|$D128 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_SPLIT_KV=4 -DSDPA_WGMMA=2|1 2 2048
+n6|$D128 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_SPLIT_KV=1 -DSDPA_WGMMA=2|1 2 1024
+w0|$WS -DSDPA_STAGES=3 -DSDPA_WGMMA=2|1 2 2048
+w1|$WS -DSDPA_STAGES=2 -DSDPA_WGMMA=2|1 2 2048
+w2|$WS -DSDPA_STAGES=3 -DSDPA_WGMMA=2 -DSDPA_PRODUCER_WARPS=2|1 2 2048
+w3|$F8 -DSDPA_WS=1 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_WGMMA=2|1 2 2048
+w4|$WS -DSDPA_STAGES=3 -DSDPA_WGMMA=1|1 2 2048
+VV
+  for c in "${V[@]}"; do IFS='|' read -r n f s <<<"$c"
+    (cd $P/kernels/proto/wgmma && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $f -o $P/$n wg.cu > $P/$n.log 2>&1) &
+  done; wait
+  for c in "${V[@]}"; do IFS='|' read -r n f s <<<"$c"
+    echo "=== $n: $f ($s)"; if [ -x $P/$n ]; then timeout 60 $P/$n $s 2>&1 | tail -n 5; else grep -m3 -i error $P/$n.log; fi
+  done 2>&1 | tee $O/bisect.txt
+  tar -czf $O/files.tar.gz -C $W $(cd $W && ls ncu-*.txt) ;;
+b)
+  $B tune --dtype fp8 --shape 8x16x4096x64 --causal --seed-config block_m=128,warps=8,block_n=64,stages=3,pv_fp8=0,wgmma=qk --budget 100s --archive $O/fp8-causal > $O/tune-causal.out 2> $O/tune-causal.err; echo "tune rc $?"
+  tail -n 14 $O/tune-causal.out
+  $B bench --archive $O/fp8-causal --baseline-archive $RT/archive-causal --shapes 8x16x4096x64:causal --out $W/bench-causal > /dev/null 2> $O/bench-causal.err; echo "bench rc $?"
+  cp $W/bench-causal/bench.md $O/bench-causal.md; cat $O/bench-causal.md ;;
+esac
