@@ -5,6 +5,10 @@
 #      and PyTorch's cuDNN fp16 kernel at 4x16x2048x64; the bisection of P V
 #      as wgmma (SDPA_WGMMA=2) with the wgmma proto harness.
 #   b: a seeded tune and bench of 8x16x4096x64 causal in fp8.
+#   p: step a's profiles of our kernels again, through the proto harness
+#      (kernels/proto/wgmma/wg.cu: four check launches, then the timed
+#      shape's; ncu takes the ninth launch): check's worker launches fewer
+#      than the hundred sdpa_fwd that step a skipped.
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit. Large outputs are
 # tarred into $OUT/STEP/files.tar.gz (the call returns a limited number of files).
@@ -89,4 +93,21 @@ b)
   tail -n 14 $O/tune-causal.out
   $B bench --archive $O/fp8-causal --baseline-archive $RT/archive-causal --shapes 8x16x4096x64:causal --out $W/bench-causal > /dev/null 2> $O/bench-causal.err; echo "bench rc $?"
   cp $W/bench-causal/bench.md $O/bench-causal.md; cat $O/bench-causal.md ;;
+p)
+  # The flags kernels.SDPASpace renders for the two configs (sm_90).
+  COMMON="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_CAUSAL=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_STAGES=3 -DSDPA_BLOCK_M=128 -DSDPA_BLOCK_N=64 -DSDPA_WARPS=4 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=0 -DSDPA_Q_IN_REGS=1 -DSDPA_SPLIT_KV=1"
+  F8F="$COMMON -DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_KV_SWIZZLE=1 -DSDPA_MIN_BLOCKS=2 -DSDPA_PV_FP8=0 -DSDPA_PV_ACCUM=0 -DSDPA_QK_ACCUM=1 -DSDPA_WGMMA=1"
+  F16F="$COMMON -DSDPA_KV_SWIZZLE=0 -DSDPA_MIN_BLOCKS=1"
+  cd kernels/proto/wgmma
+  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $F8F -o $W/p-fp8 wg.cu > $W/p-fp8.log 2>&1 &
+  nvcc -O3 -std=c++17 -arch=sm_90 $F16F -o $W/p-fp16 wg.cu > $W/p-fp16.log 2>&1 &
+  wait; cd - > /dev/null
+  for n in fp8 fp16; do
+    $W/p-$n 4 16 2048 | tail -n 1
+    timeout 120 $NCU --clock-control none --kernel-name sdpa_fwd --launch-skip 8 --launch-count 1 $SECT $W/p-$n 4 16 2048 > $W/ncu-$n.txt 2>&1; echo "ncu $n rc $?"
+    grep -E "Grid Size|Block Size|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Compute \(SM\) Throughput|Warp Cycles Per Issued|No Eligible" $W/ncu-$n.txt | head -n 12
+    timeout 120 $NCU --clock-control none --kernel-name sdpa_fwd --launch-skip 8 --launch-count 1 $MET $W/p-$n 4 16 2048 > $W/ncu-$n-pipes.txt 2>&1; echo "ncu $n pipes rc $?"
+    grep -E "sm__|==ERR" $W/ncu-$n-pipes.txt | head -n 8
+  done
+  tar -czf $O/files.tar.gz -C $W $(cd $W && ls ncu-*.txt) ;;
 esac
