@@ -9,6 +9,10 @@
 #      (kernels/proto/wgmma/wg.cu: four check launches, then the timed
 #      shape's; ncu takes the ninth launch): check's worker launches fewer
 #      than the hundred sdpa_fwd that step a skipped.
+#   ahead: SDPA_QK_AHEAD (the next tile's Q K^T wgmma issued before this
+#      tile's softmax) against the same configs without it: the proto
+#      harness times both (L2-warm inputs), then check's gate and timing
+#      (--kernel-source: the kernel with the macro's default set to 1).
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit. Large outputs are
 # tarred into $OUT/STEP/files.tar.gz (the call returns a limited number of files).
@@ -110,4 +114,38 @@ p)
     grep -E "sm__|==ERR" $W/ncu-$n-pipes.txt | head -n 8
   done
   tar -czf $O/files.tar.gz -C $W $(cd $W && ls ncu-*.txt) ;;
+ahead)
+  BASE="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=0 -DSDPA_Q_IN_REGS=1 -DSDPA_SPLIT_KV=1 -DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_KV_SWIZZLE=1 -DSDPA_PV_FP8=0 -DSDPA_QK_ACCUM=1 -DSDPA_WGMMA=1"
+  mapfile -t V <<VV
+e|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|4 16 2048|0
+c1|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|4 16 2048|0 1
+c2|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=4 -DSDPA_MIN_BLOCKS=2|4 16 2048|0 1
+c3|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=1|4 16 2048|0 1
+c4|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=4 -DSDPA_MIN_BLOCKS=1|4 16 2048|0 1
+c5|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=1 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|4 16 2048|0 1
+c6|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=1|4 16 2048|0 1
+h1|-DSDPA_CAUSAL=1 -DSDPA_PV_ACCUM=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=1|8 16 4096|0 1
+h2|-DSDPA_CAUSAL=1 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|8 16 4096|0 1
+s1|-DSDPA_CAUSAL=0 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=64 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|1 8 512|0 1
+VV
+  cd kernels/proto/wgmma
+  for c in "${V[@]}"; do IFS='|' read -r n f s qs <<<"$c"
+    for q in $qs; do nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v $BASE $f -DSDPA_QK_AHEAD=$q -o $W/$n-$q wg.cu > $W/$n-$q.log 2>&1 & done
+  done; wait; cd - > /dev/null
+  for c in "${V[@]}"; do IFS='|' read -r n f s qs <<<"$c"
+    for q in $qs; do
+      r=$(grep -A3 "entry function .sdpa_fwd" $W/$n-$q.log | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' ')
+      echo "=== $n ahead=$q ($s) $r"; if [ -x $W/$n-$q ]; then timeout 60 $W/$n-$q $s 2>&1 | tail -n 2; else grep -m3 -i error $W/$n-$q.log; fi
+    done
+  done 2>&1 | tee $O/proto.txt
+  sed 's/^#define SDPA_QK_AHEAD 0$/#define SDPA_QK_AHEAD 1/' kernels/sdpa.cu > $W/ahead.cu; grep -c '^#define SDPA_QK_AHEAD 1$' $W/ahead.cu
+  ck() { # name shape config [causal]
+    $B check --dtype fp8 --shape $2 ${4:+--causal} --config $3 > $O/check-$1-0.txt 2>&1; echo "check $1 ahead=0 rc $?"
+    grep -E "ptxas|correctness|timed" $O/check-$1-0.txt
+    $B check --dtype fp8 --kernel-source $W/ahead.cu --shape $2 ${4:+--causal} --config $3 > $O/check-$1-1.txt 2>&1; echo "check $1 ahead=1 rc $?"
+    grep -E "ptxas|correctness|timed" $O/check-$1-1.txt
+  }
+  ck c1 4x16x2048x64 block_m=64,warps=4,block_n=64,stages=3,min_blocks_per_sm=2,pv_fp8=0,pv_accum=0,wgmma=qk
+  ck c3 4x16x2048x64 block_m=128,warps=8,block_n=64,stages=3,pv_fp8=0,pv_accum=0,wgmma=qk
+  ck h1 8x16x4096x64 block_m=128,warps=8,block_n=64,stages=3,pv_fp8=0,wgmma=qk causal ;;
 esac
