@@ -65,12 +65,6 @@
 // threads widen once per tile (columns permuted as O's already are).
 // kernels/NOTES.md, "wgmma for Q K^T and P V".
 //
-// SDPA_QK_AHEAD=1 (with SDPA_WGMMA=1, fp8, D=64, the cooperative pipeline,
-// three or more stages): each tile's Q K^T wgmma is issued before the
-// previous tile's softmax and P V and waited for after them, so the tensor
-// core computes the next scores while the warp runs the exponentials. Costs
-// a second set of score registers and one stage of prefetch depth.
-//
 // Every knob below is a -D macro with the default of kernels/sdpa_space.go.
 // Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
 // SDPA_INT8, SDPA_OUT_BF16) are fixed per problem.
@@ -149,9 +143,6 @@
 #ifndef SDPA_WGMMA
 #define SDPA_WGMMA 0
 #endif
-#ifndef SDPA_QK_AHEAD
-#define SDPA_QK_AHEAD 0
-#endif
 // SDPA_WGMMA is the one switch; these two name its parts for the #ifs below.
 #if defined(SDPA_QK_WGMMA) || defined(SDPA_PV_WGMMA)
 #error "set SDPA_WGMMA (0: mma.sync, 1: Q K^T as wgmma, 2: Q K^T and P V as wgmma), not its parts"
@@ -195,7 +186,6 @@ constexpr bool kQKAccum = kFP8 && SDPA_QK_ACCUM != 0;
 constexpr bool kWgmma = SDPA_QK_WGMMA != 0;
 // P V as wgmma too, from an fp16 copy of V widened once per tile (below).
 constexpr bool kPVWgmma = SDPA_PV_WGMMA != 0;
-constexpr bool kQKAhead = SDPA_QK_AHEAD != 0;
 // Bytes of an input element, input elements per 16-byte chunk, chunks per row.
 constexpr int kEsz = kByte ? 1 : 2;
 constexpr int kVec = 16 / kEsz;
@@ -271,8 +261,6 @@ static_assert(!kWgmma || (kWarpsM % 4 == 0 && kSwizzle && kQInRegs),
               "SDPA_WGMMA needs row groups in fours (block_m >= 64, warps >= 4), the swizzled layout and Q in registers");
 static_assert(!kWgmma || (kColsPerWarp == 32 || kColsPerWarp == 64 || kColsPerWarp == 128 || kColsPerWarp == 256),
               "SDPA_WGMMA takes key slices of 32 to 256 keys");
-static_assert(!kQKAhead || (SDPA_WGMMA == 1 && kFP8 && D == 64 && !kWS && kStages >= 3),
-              "SDPA_QK_AHEAD needs SDPA_WGMMA=1, fp8, D=64, no warp specialisation and 3 or more stages");
 static_assert(!kPVWgmma || !kPVFP8, "SDPA_WGMMA=2 needs P V in fp16 (pv_fp8=0 for fp8)");
 // With warp specialisation, P V as wgmma gave non-finite rows from the second
 // key tile on in the first device check (fp8, block_m=128, 8 warps, 3
@@ -950,31 +938,6 @@ __device__ __forceinline__ void scores(Scores& sacc, const QFrag& qf, uint32_t s
     }
 }
 
-#if SDPA_QK_WGMMA
-// qk_issue starts the E4M3 Q K^T of the tile at sk (D=64: k32 step 0 into
-// c, step 1 into t, each its own accumulator as qk_product keeps them) and
-// returns without waiting; qk_complete waits and sums the two into c. No
-// other wgmma may be committed between them, and c and t must not be
-// touched in between (they are the asynchronous MMA's registers).
-__device__ __forceinline__ void qk_issue(Scores& c, Scores& t, const QFrag& qf, uint32_t sk, int wn) {
-    const uint32_t kb = sk + wn * kColsPerWarp * kRowBytes;
-    wg_pin(c);
-    wg_pin(t);
-    wg_fence();
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) wg_qk(c[mt], qf[mt][0], wg_desc(kb), 0);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) wg_qk(t[mt], qf[mt][1], wg_desc(kb + 32), 0);
-    wg_commit();
-}
-__device__ __forceinline__ void qk_complete(Scores& c, Scores& t) {
-    wg_wait();
-    wg_pin(c);
-    wg_pin(t);
-    add_scores(c, t);
-}
-#endif
-
 // A RowScale is the factor of a thread's raw scores in the exponent: one
 // for all rows, or with int8 one per row (Q's row scale folded in).
 struct RowScale {
@@ -1477,7 +1440,7 @@ __device__ __forceinline__ const float* k_row_scales(const SdpaParams& p, const 
 // scores once K has landed. Measured on the H100 (kernels/NOTES.md): 5%
 // off the causal 8x16x4096x64 tune's best and 1% off the short shapes at
 // D=64; at D=128 it cost 2%, so it is compiled at D=64 only.
-constexpr bool kSplitFirst = D == 64 && kStages >= 2 && !kQKAhead;
+constexpr bool kSplitFirst = D == 64 && kStages >= 2;
 
 // Every warp loads and computes; up to STAGES-1 tiles are in flight ahead of
 // the one being computed.
@@ -1529,46 +1492,6 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
                 __syncthreads();
                 load_q_regs(qf, smem_addr(sq), wm, lane);
             }
-#if SDPA_QK_WGMMA
-            if constexpr (kQKAhead) {
-                // Groups so far: Q, tiles 0..S-2. Tile 0's scores first;
-                // then in iteration j, tile j+1's are issued before tile j's
-                // softmax and P V, so tile j+1 must have landed by then
-                // (S-3 groups pending), which leaves one stage less ahead.
-                cp_async_wait<kStages - 2>();
-                __syncthreads();
-                Scores cur;
-                {
-                    Scores t;
-                    qk_issue(cur, t, qf, k_at(0), wn);
-                    qk_complete(cur, t);
-                }
-                for (int j = 0; j < w.nkb; ++j) {
-                    cp_async_wait<kStages - 3>();
-                    // Past it tiles j and j+1 are visible to every warp,
-                    // and every warp is done with tile j-1's slot.
-                    __syncthreads();
-                    if (j + kStages - 1 < w.nkb) load_kv(j + kStages - 1);
-                    cp_async_commit();  // empty groups keep the count fixed
-                    const bool ahead = j + 1 < w.nkb;
-                    Scores nc, nt;
-                    if (ahead) qk_issue(nc, nt, qf, k_at(j + 1), wn);
-                    mask(cur, w.m0, (w.kb0 + j) * BN, p.s, wm, wn, lane);
-                    softmax_pv(acc, cur, k_at(j) + kTileElems * kEsz, rs, wn, lane, 0u);
-                    if (ahead) {
-                        qk_complete(nc, nt);
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                            for (int n = 0; n < NT; ++n)
-#pragma unroll
-                                for (int e = 0; e < 4; ++e) cur[mt][n][e] = nc[mt][n][e];
-                    }
-                }
-                finish(acc, p, w, smem, wm, wn, lane);
-                return;
-            }
-#endif
             int j0 = 0;
             if constexpr (kSplitFirst) {
                 // Groups so far: Q, K0, V0, tiles 1..S-2. Tile 0's scores

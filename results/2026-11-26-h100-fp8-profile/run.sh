@@ -12,7 +12,11 @@
 #   ahead: SDPA_QK_AHEAD (the next tile's Q K^T wgmma issued before this
 #      tile's softmax) against the same configs without it: the proto
 #      harness times both (L2-warm inputs), then check's gate and timing
-#      (--kernel-source: the kernel with the macro's default set to 1).
+#      (--kernel-source: the kernel with the macro's default set to 1). Runs
+#      at b73fb62 only: the macro left the kernel after this measurement.
+#   stall: the stall reasons of step p's two builds and of cuDNN (ncu), and a
+#      seeded tune and bench of 8x16x4096x64 causal from the best causal
+#      config of step ahead.
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit. Large outputs are
 # tarred into $OUT/STEP/files.tar.gz (the call returns a limited number of files).
@@ -114,6 +118,34 @@ p)
     grep -E "sm__|==ERR" $W/ncu-$n-pipes.txt | head -n 8
   done
   tar -czf $O/files.tar.gz -C $W $(cd $W && ls ncu-*.txt) ;;
+stall)
+  COMMON="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_CAUSAL=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_STAGES=3 -DSDPA_BLOCK_M=128 -DSDPA_BLOCK_N=64 -DSDPA_WARPS=4 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=0 -DSDPA_Q_IN_REGS=1 -DSDPA_SPLIT_KV=1"
+  F8F="$COMMON -DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_KV_SWIZZLE=1 -DSDPA_MIN_BLOCKS=2 -DSDPA_PV_FP8=0 -DSDPA_PV_ACCUM=0 -DSDPA_QK_ACCUM=1 -DSDPA_WGMMA=1"
+  F16F="$COMMON -DSDPA_KV_SWIZZLE=0 -DSDPA_MIN_BLOCKS=1"
+  cd kernels/proto/wgmma
+  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $F8F -o $W/p-fp8 wg.cu > $W/p-fp8.log 2>&1 &
+  nvcc -O3 -std=c++17 -arch=sm_90 $F16F -o $W/p-fp16 wg.cu > $W/p-fp16.log 2>&1 &
+  wait; cd - > /dev/null
+  ST='--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+  top() { grep -E "smsp__average_warps_issue_stalled" $1 | awk '{print $NF, $1}' | sort -rn | head -n 9; }
+  for n in fp8 fp16; do
+    timeout 120 $NCU --clock-control none --kernel-name sdpa_fwd --launch-skip 8 --launch-count 1 $ST $W/p-$n 4 16 2048 > $O/stall-$n.txt 2>&1; echo "stall $n rc $?"; top $O/stall-$n.txt
+  done
+  cat > $W/cudnn.py <<'PY'
+import torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+q, k, v = (torch.randn(4, 16, 2048, 64, device="cuda", dtype=torch.half) for _ in range(3))
+with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+    for _ in range(3):
+        F.scaled_dot_product_attention(q, k, v)
+torch.cuda.synchronize()
+PY
+  timeout 120 $NCU --clock-control none --kernel-name regex:'sdpa|fmha|flash|attn' --launch-skip 2 --launch-count 1 $ST python3 $W/cudnn.py > $O/stall-cudnn.txt 2>&1; echo "stall cudnn rc $?"; top $O/stall-cudnn.txt
+  H=block_m=64,warps=4,block_n=64,stages=3,min_blocks_per_sm=2,pv_fp8=0,pv_accum=0,wgmma=qk
+  $B tune --dtype fp8 --shape 8x16x4096x64 --causal --seed-config $H --budget 150s --archive $W/fp8-causal > $O/tune-causal.out 2> $O/tune-causal.err; echo "tune rc $?"
+  tail -n 14 $O/tune-causal.out
+  $B bench --archive $W/fp8-causal --baseline-archive $RT/archive-causal --shapes 8x16x4096x64:causal --out $W/bench-causal > /dev/null 2> $O/bench-causal.err; echo "bench rc $?"
+  cp $W/bench-causal/bench.md $O/bench-causal.md; cat $O/bench-causal.md ;;
 ahead)
   BASE="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=0 -DSDPA_Q_IN_REGS=1 -DSDPA_SPLIT_KV=1 -DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_KV_SWIZZLE=1 -DSDPA_PV_FP8=0 -DSDPA_QK_ACCUM=1 -DSDPA_WGMMA=1"
   mapfile -t V <<VV
