@@ -17,6 +17,9 @@
 #   stall: the stall reasons of step p's two builds and of cuDNN (ncu), and a
 #      seeded tune and bench of 8x16x4096x64 causal from the best causal
 #      config of step ahead.
+#   copy: P V as wgmma's wrong results again, with the rows and columns that
+#      go non-finite, and with V's fp16 copies swapped (tile 0 in copy 1) or
+#      one copy only (a consumer barrier before each widening).
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit. Large outputs are
 # tarred into $OUT/STEP/files.tar.gz (the call returns a limited number of files).
@@ -146,6 +149,41 @@ PY
   tail -n 14 $O/tune-causal.out
   $B bench --archive $W/fp8-causal --baseline-archive $RT/archive-causal --shapes 8x16x4096x64:causal --out $W/bench-causal > /dev/null 2> $O/bench-causal.err; echo "bench rc $?"
   cp $W/bench-causal/bench.md $O/bench-causal.md; cat $O/bench-causal.md ;;
+copy)
+  P=$W/proto; mkdir -p $P/kernels/proto/wgmma
+  cp kernels/*.h $P/kernels/ 2>/dev/null
+  python3 - kernels/proto/wgmma/wg.cu $P/kernels/proto/wgmma/wg.cu <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+s = s.replace("    double maxk = 0, maxref = 0; long bad = 0;", "    double maxk = 0, maxref = 0; long bad = 0; std::vector<int> nrow(s, 0), ncol(d, 0);")
+s = s.replace("if (!std::isfinite(got)) { bad++; continue; }", "if (!std::isfinite(got)) { bad++; nrow[i]++; ncol[c]++; continue; }")
+s = s.replace("    long unwritten = 0;", """    if (bad) {
+        printf("  rows with non-finite outputs (query positions):");
+        for (int i = 0, a = -1; i <= s; i++) { bool b = i < s && nrow[i]; if (b && a < 0) a = i; if (!b && a >= 0) { printf(" %d-%d", a, i - 1); a = -1; } }
+        int nc = 0; for (int c = 0; c < d; c++) nc += ncol[c] > 0;
+        printf("; columns with any: %d of %d\\n", nc, d);
+    }
+    long unwritten = 0;""")
+open(sys.argv[2], "w").write(s)
+PY
+  grep -c nrow $P/kernels/proto/wgmma/wg.cu
+  sed '/SDPA_WGMMA=2 is refused with SDPA_WS=1/d' kernels/sdpa.cu > $W/base.cu
+  sed 's/(j \& 1) \* kVWTileBytes/((j + 1) \& 1) * kVWTileBytes/; s/widen_v(vw_at(0), /widen_v(vw_at(0), /' $W/base.cu > $W/swap.cu
+  sed 's/(j \& 1) \* kVWTileBytes/0 * kVWTileBytes/; s/^    constexpr int kTotal = BN \* kChunks;$/    consumer_sync();\n    constexpr int kTotal = BN * kChunks;/' $W/base.cu > $W/one.cu
+  grep -c '((j + 1) & 1)' $W/swap.cu; grep -c '0 \* kVWTileBytes' $W/one.cu; grep -B1 -c 'constexpr int kTotal' $W/one.cu
+  F8="-DSDPA_FP8=1 -DSDPA_PV_FP8=0 -DSDPA_WGMMA=2"
+  N2="$F8 -DSDPA_PV_ACCUM=0 -DSDPA_FAST_EXP=0 -DSDPA_HEAD_DIM=128 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=128 -DSDPA_STAGES=3"
+  W0="$F8 -DSDPA_WS=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3"
+  for v in base swap one; do
+    mkdir -p $W/$v/kernels/proto/wgmma; cp $P/kernels/proto/wgmma/wg.cu $W/$v/kernels/proto/wgmma/; cp $W/$v.cu $W/$v/kernels/sdpa.cu
+    cp kernels/*.h $W/$v/kernels/ 2>/dev/null
+    for c in n2 w0; do [ $c = n2 ] && f=$N2 || f=$W0
+      (cd $W/$v/kernels/proto/wgmma && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $f -o $P/$c-$v wg.cu > $P/$c-$v.log 2>&1) &
+    done
+  done; wait
+  for v in base swap one; do for c in n2 w0; do
+    echo "=== $c $v"; if [ -x $P/$c-$v ]; then timeout 60 $P/$c-$v 1 2 1024 2>&1 | head -n 12; else grep -m3 -i error $P/$c-$v.log; fi
+  done; done 2>&1 | tee $O/copy.txt ;;
 ahead)
   BASE="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=0 -DSDPA_Q_IN_REGS=1 -DSDPA_SPLIT_KV=1 -DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_KV_SWIZZLE=1 -DSDPA_PV_FP8=0 -DSDPA_QK_ACCUM=1 -DSDPA_WGMMA=1"
   mapfile -t V <<VV
