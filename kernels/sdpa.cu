@@ -262,11 +262,12 @@ static_assert(!kWgmma || (kWarpsM % 4 == 0 && kSwizzle && kQInRegs),
 static_assert(!kWgmma || (kColsPerWarp == 32 || kColsPerWarp == 64 || kColsPerWarp == 128 || kColsPerWarp == 256),
               "SDPA_WGMMA takes key slices of 32 to 256 keys");
 static_assert(!kPVWgmma || !kPVFP8, "SDPA_WGMMA=2 needs P V in fp16 (pv_fp8=0 for fp8)");
-// With warp specialisation, P V as wgmma gave non-finite rows from the second
-// key tile on in the first device check (fp8, block_m=128, 8 warps, 3
-// stages; results/2026-11-25-h100-wgmma) while int8 at 64x64 with 4 warps
-// passed; refused until that is understood (kernels/NOTES.md).
-static_assert(!kPVWgmma || !kWS, "SDPA_WGMMA=2 is refused with SDPA_WS=1 (wrong results on the device: kernels/NOTES.md)");
+// P V as wgmma is wrong from the second key tile on in some builds (every
+// ws=1 build tried, D=128 with 128-key tiles): ptxas gives P's fragments the
+// registers of Q's, which the next tile's Q K^T reads again
+// (results/2026-11-26-h100-fp8-profile, kernels/testdata/sass). The ws=1
+// builds are refused; TestCompileWgmmaQK checks the SASS of the others.
+static_assert(!kPVWgmma || !kWS, "SDPA_WGMMA=2 is refused with SDPA_WS=1 (ptxas loses Q's fragments: kernels/NOTES.md)");
 #if SDPA_QK_WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
 #error "SDPA_WGMMA needs sm_90a: nvcc -gencode arch=compute_90a,code=sm_90a"

@@ -110,8 +110,9 @@ func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
 // mma.sync in every config measured and valid with the other defaults.
 //
 // The kernel's SDPA_WGMMA=2 (P V as wgmma too, from a widened copy of V) is
-// not offered: it gave non-finite outputs with ws=1, and at D=128 with
-// 128-key tiles over 4096 keys, causes not yet found (kernels/NOTES.md).
+// not offered: in some builds (ws=1; D=128 with 128-key tiles) ptxas gives
+// P's fragments the registers of Q's, wrong from the second key tile on, and
+// where it is right it was slower than Q K^T alone (kernels/NOTES.md).
 // int8 is not offered wgmma either: Q K^T alone gained it nothing (0.99x),
 // and int8 builds with nvcc 11.8, which has no wgmma (PTX ISA 8.0).
 func wgmmaKnob() space.Knob {

@@ -26,8 +26,9 @@ func sassOps(sass []byte) map[string]int {
 // path: E4M3's QGMMA or int8's IGMMA appears, fp8 keeps fewer HMMA (on sm_90
 // an E4M3 mma.sync is unpacked into two HMMA) and int8 no IMMA, and nothing
 // spills. Where P V runs in fp16 it builds SDPA_WGMMA=2 (qk_pv) as well, which
-// must leave no synchronous tensor instruction at all. Configs the kernel
-// cannot build are refused at compile time with the reason.
+// must leave no synchronous tensor instruction at all. No build may write
+// Q's fragment registers inside the key loop (qkFragmentsClobbered). Configs
+// the kernel cannot build are refused at compile time with the reason.
 func TestCompileWgmmaQK(t *testing.T) {
 	cc := newFP8Compiler(t)
 	if cc.objdmp == "" {
@@ -74,6 +75,9 @@ func TestCompileWgmmaQK(t *testing.T) {
 			if _, spills := fwdUsage(t, wg.ptxas); spills != 0 {
 				t.Errorf("%s: wgmma build spills %d bytes", b.name, spills)
 			}
+			for _, c := range qkFragmentsClobbered(wg.code) {
+				t.Errorf("%s: Q's fragments lost in the key loop: %s", b.name, c)
+			}
 			if !b.pv {
 				return
 			}
@@ -90,6 +94,11 @@ func TestCompileWgmmaQK(t *testing.T) {
 			}
 			if _, spills := fwdUsage(t, pv.ptxas); spills != 0 {
 				t.Errorf("%s with SDPA_WGMMA=2: spills %d bytes", b.name, spills)
+			}
+			// ptxas gives P's fragments Q's registers in some SDPA_WGMMA=2
+			// builds (testdata/sass); these three keep them.
+			for _, c := range qkFragmentsClobbered(pv.code) {
+				t.Errorf("%s with SDPA_WGMMA=2: Q's fragments lost in the key loop: %s", b.name, c)
 			}
 		})
 	}
