@@ -17,6 +17,9 @@
 #   stall: the stall reasons of step p's two builds and of cuDNN (ncu), and a
 #      seeded tune and bench of 8x16x4096x64 causal from the best causal
 #      config of step ahead.
+#   short: a 150 s fp8 tune of 1x8x512x64 (wgmma=qk with its split
+#      accumulators in the space) and its bench beside the fp16 archive of
+#      results/2026-11-25-h100-index.
 #   copy: P V as wgmma's wrong results again, with the rows and columns that
 #      go non-finite, and with V's fp16 copies swapped (tile 0 in copy 1) or
 #      one copy only (a consumer barrier before each widening).
@@ -149,6 +152,11 @@ PY
   tail -n 14 $O/tune-causal.out
   $B bench --archive $W/fp8-causal --baseline-archive $RT/archive-causal --shapes 8x16x4096x64:causal --out $W/bench-causal > /dev/null 2> $O/bench-causal.err; echo "bench rc $?"
   cp $W/bench-causal/bench.md $O/bench-causal.md; cat $O/bench-causal.md ;;
+short)
+  $B tune --dtype fp8 --shape 1x8x512x64 --budget 150s --archive $W/fp8-short > $O/tune-short.out 2> $O/tune-short.err; echo "tune rc $?"
+  tail -n 14 $O/tune-short.out
+  $B bench --archive $W/fp8-short --baseline-archive results/2026-11-25-h100-index --shapes 1x8x512x64 --out $W/bench-short > /dev/null 2> $O/bench-short.err; echo "bench rc $?"
+  cp $W/bench-short/bench.md $O/bench-short.md; cat $O/bench-short.md ;;
 copy)
   P=$W/proto; mkdir -p $P/kernels/proto/wgmma
   cp kernels/*.h $P/kernels/ 2>/dev/null
