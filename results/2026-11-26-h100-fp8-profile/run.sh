@@ -20,6 +20,11 @@
 #   short: a 150 s fp8 tune of 1x8x512x64 (wgmma=qk with its split
 #      accumulators in the space) and its bench beside the fp16 archive of
 #      results/2026-11-25-h100-index.
+#   lazy: SDPA_LAZY_RESCALE (skip a tile's rescale of O and l while no row's
+#      max outgrew the running one by 2^8), on against off: the proto harness
+#      times pairs (fp8 and fp16, four shapes), check times pairs with
+#      rotated inputs through the gate, then the fp8, int8 and fp16/bf16
+#      device sweeps with it on.
 #   copy: P V as wgmma's wrong results again, with the rows and columns that
 #      go non-finite, and with V's fp16 copies swapped (tile 0 in copy 1) or
 #      one copy only (a consumer barrier before each widening).
@@ -157,6 +162,40 @@ short)
   tail -n 14 $O/tune-short.out
   $B bench --archive $W/fp8-short --baseline-archive results/2026-11-25-h100-index --shapes 1x8x512x64 --out $W/bench-short > /dev/null 2> $O/bench-short.err; echo "bench rc $?"
   cp $W/bench-short/bench.md $O/bench-short.md; cat $O/bench-short.md ;;
+lazy)
+  F8B="-DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_KV_SWIZZLE=1 -DSDPA_PV_FP8=0 -DSDPA_QK_ACCUM=1 -DSDPA_Q_IN_REGS=1 -DSDPA_FAST_EXP=1"
+  mapfile -t V <<VV
+f8long|-gencode arch=compute_90a,code=sm_90a $F8B -DSDPA_WGMMA=1 -DSDPA_PV_ACCUM=0 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|4 16 2048
+f8acc|-gencode arch=compute_90a,code=sm_90a $F8B -DSDPA_WGMMA=1 -DSDPA_PV_ACCUM=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+f8d128|-gencode arch=compute_90a,code=sm_90a $F8B -DSDPA_WGMMA=1 -DSDPA_PV_ACCUM=0 -DSDPA_HEAD_DIM=128 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=2|4 16 2048
+f8causal|-gencode arch=compute_90a,code=sm_90a $F8B -DSDPA_WGMMA=1 -DSDPA_PV_ACCUM=1 -DSDPA_CAUSAL=1 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=32 -DSDPA_STAGES=4 -DSDPA_MIN_BLOCKS=2|8 16 4096
+f8short|-arch=sm_90 $F8B -DSDPA_WGMMA=0 -DSDPA_QK_ACCUM=0 -DSDPA_PV_ACCUM=1 -DSDPA_BLOCK_M=16 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=256 -DSDPA_STAGES=3 -DSDPA_MIN_BLOCKS=2|1 8 512
+h16long|-arch=sm_90 -DSDPA_KV_SWIZZLE=0 -DSDPA_BLOCK_M=128 -DSDPA_WARPS=4 -DSDPA_BLOCK_N=64 -DSDPA_STAGES=3|4 16 2048
+h16d128|-arch=sm_90 -DSDPA_HEAD_DIM=128 -DSDPA_BLOCK_M=128 -DSDPA_BLOCK_N=32 -DSDPA_Q_IN_REGS=0 -DSDPA_MIN_BLOCKS=2|4 16 2048
+h16causal|-arch=sm_90 -DSDPA_CAUSAL=1 -DSDPA_BLOCK_M=128 -DSDPA_STAGES=2|8 16 4096
+h16short|-arch=sm_90 -DSDPA_BLOCK_M=32 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=256 -DSDPA_STAGES=3|1 8 512
+VV
+  cd kernels/proto/wgmma
+  for c in "${V[@]}"; do IFS='|' read -r n f s <<<"$c"
+    for l in 0 1; do nvcc -O3 -std=c++17 $f -DSDPA_LAZY_RESCALE=$l -o $W/$n-$l wg.cu > $W/$n-$l.log 2>&1 & done
+  done; wait; cd - > /dev/null
+  for c in "${V[@]}"; do IFS='|' read -r n f s <<<"$c"
+    for l in 0 1; do echo "=== $n lazy=$l ($s)"; if [ -x $W/$n-$l ]; then timeout 60 $W/$n-$l $s 2>&1 | tail -n 2; else grep -m3 -i error $W/$n-$l.log; fi; done
+  done 2>&1 | tee $O/proto.txt
+  sed 's/^#define SDPA_LAZY_RESCALE 1$/#define SDPA_LAZY_RESCALE 0/' kernels/sdpa.cu > $W/eager.cu; grep -c '^#define SDPA_LAZY_RESCALE 0$' $W/eager.cu
+  ck() { # name dtype shape config [causal]
+    $B check --dtype $2 --kernel-source $W/eager.cu --shape $3 ${5:+--causal} --config $4 > $O/check-$1-0.txt 2>&1; echo "check $1 lazy=0 rc $?"; grep -E "correctness|timed" $O/check-$1-0.txt
+    $B check --dtype $2 --shape $3 ${5:+--causal} --config $4 > $O/check-$1-1.txt 2>&1; echo "check $1 lazy=1 rc $?"; grep -E "correctness|timed" $O/check-$1-1.txt
+  }
+  ck f8long fp8 4x16x2048x64 block_m=128,warps=4,block_n=64,stages=3,min_blocks_per_sm=2,pv_fp8=0,pv_accum=0,wgmma=qk
+  ck f8pv fp8 4x16x2048x64 block_m=128,warps=8,block_n=64,stages=3,pv_fp8=1,pv_accum=0,wgmma=off
+  ck h16long fp16 4x16x2048x64 stages=3,block_m=128,kv_layout=pad
+  ck h16causal fp16 8x16x4096x64 block_m=128,stages=2 causal
+  ck h16short fp16 1x8x512x64 block_m=32,warps=8,block_n=256,stages=3
+  EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=16 timeout 150 bin/runner.test -test.run 'TestDeviceFP8$|TestDeviceInt8$' -test.v -test.timeout 145s > $O/device-onebyte.txt 2>&1; echo "TestDeviceFP8/Int8 rc $?"
+  grep -E "^(---|ok|FAIL|PASS)|failed" $O/device-onebyte.txt | tail -n 8
+  EVOTUNE_GPU_TESTS=1 timeout 200 bin/runner.test -test.run 'TestDeviceFamilySweep$' -test.v -test.timeout 195s > $O/device-sweep.txt 2>&1; echo "TestDeviceFamilySweep rc $?"
+  grep -E "^(---|ok|FAIL|PASS)|failed" $O/device-sweep.txt | tail -n 8 ;;
 copy)
   P=$W/proto; mkdir -p $P/kernels/proto/wgmma
   cp kernels/*.h $P/kernels/ 2>/dev/null
