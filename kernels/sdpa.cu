@@ -976,19 +976,6 @@ __device__ __forceinline__ void mask(Scores& sacc, int m0, int kv0, int s, int w
 // of the log-sum-exp.
 constexpr float kPBias = kPVFP8 ? (kFastExp ? 8.f : 8.f * kLn2) : 0.f;
 
-#ifndef SDPA_LAZY_RESCALE
-#define SDPA_LAZY_RESCALE 1
-#endif
-// With SDPA_LAZY_RESCALE a warp keeps its rows' running max, and skips the
-// rescale of O and l, while no row's tile max exceeds it by more than
-// kRescaleSlack: P is then exp(s - m) <= 2^8, which fp16 and bf16 P hold
-// as well as values in (0, 1] (O and l are fp32, and O / l does not depend
-// on which max they share). E4M3 P (pv_fp8) has no headroom above its
-// 2^8 bias, so its slack is 0: the rescale is skipped only where it would
-// multiply by exactly 1.
-constexpr bool kLazyRescale = SDPA_LAZY_RESCALE != 0;
-constexpr float kRescaleSlack = kPVFP8 ? 0.f : (kFastExp ? 8.f : 8.f * kLn2);
-
 // pv_fp8 adds P V for one warp's key slice with E4M3 mma: k32 steps of P
 // (keys in the order {2t, 2t+1, 2t+8, 2t+9} of each 16, see the header) and
 // V's B fragments regrouped from ldmatrix.trans by prmt.
@@ -1131,11 +1118,7 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
                                            int lane, uint32_t vw) {
     float alpha[MT][2];
     // Online softmax, one row half (h) at a time: rows g and g+8. The
-    // running max acc.m is kept in the scaled domain. First each row's
-    // tile max, then (kLazyRescale) whether any row of the warp outgrew
-    // its running max by more than the slack.
-    float tmax[MT][2];
-    bool grow = false;
+    // running max acc.m is kept in the scaled domain.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1145,19 +1128,11 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
             for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sacc[mt][nt][2 * h], sacc[mt][nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            tmax[mt][h] = mx * sc(mt, h);
-            grow |= tmax[mt][h] > acc.m[mt][h] + kRescaleSlack;
-        }
-    const bool rescale = !kLazyRescale || __any_sync(0xffffffffu, grow);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float mx = rescale ? fmaxf(acc.m[mt][h], tmax[mt][h]) : acc.m[mt][h];
+            mx = fmaxf(acc.m[mt][h], mx * sc(mt, h));
             // A row with every key so far masked keeps m = -inf; subtract 0
             // then, so exp gives 0 rather than NaN.
             const float mu = mx == -INFINITY ? 0.f : mx;
-            alpha[mt][h] = rescale ? exp_s(acc.m[mt][h] - mu) : 1.f;
+            alpha[mt][h] = exp_s(acc.m[mt][h] - mu);
             acc.m[mt][h] = mx;
             const float nmu = kPVFP8 ? kPBias - mu : -mu;
             float sum = 0.f;
@@ -1170,7 +1145,7 @@ __device__ __forceinline__ void softmax_pv(Acc& acc, Scores& sacc, uint32_t sv, 
                 sum += p0 + p1;
             }
             acc.l[mt][h] = acc.l[mt][h] * alpha[mt][h] + sum;
-            if (!kPVAccum && rescale) {
+            if constexpr (!kPVAccum) {
 #pragma unroll
                 for (int dt = 0; dt < DT; ++dt) {
                     acc.o[mt][dt][2 * h] *= alpha[mt][h];
