@@ -144,6 +144,9 @@ func TestConfirmedSearchKeepsTheTrueBest(t *testing.T) {
 	truth := landscape(4)
 	opts := resumeOptions(StrategyEvo, 1)
 	opts.MaxEvals = 60
+	// A run this short is misled by the noise with the additive model; the
+	// ordinal interactions lead this seed's unconfirmed run to the true best.
+	opts.Interact = false
 	run := func(conf Confirmer) (Summary, *memStore) {
 		o := opts
 		o.Confirmer = conf

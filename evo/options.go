@@ -67,6 +67,13 @@ type Options struct {
 	// them, and the best rated is proposed (see surrogate.go). 1 turns
 	// screening off. Breeding and rating cost no evaluation.
 	Screen int
+	// Interact adds to the screening model one feature for each pair of
+	// knobs (of two or more values) that are not both macro knobs: the
+	// product of the two knobs' centred positions in their value lists,
+	// an ordinal interaction such as block size against tile size. A
+	// Kernel Tuner file's knobs are all micro, so without it their model
+	// is additive (evo/NOTES.md, round 7).
+	Interact bool
 	// Seeds are configs to start from, best first, for instance the elites
 	// of another archive (evo only). The first generation proposes the
 	// space's default, then each seed that is valid in this space, then
@@ -108,11 +115,13 @@ type Options struct {
 
 // DefaultOptions returns the default options: the evo strategy with a
 // population of 8, 8 elites (the top K), tournaments of 3, crossover rate
-// 0.5, a screen of 8, a restart from fresh configs after 4 stagnant
-// generations, one evaluation at a time and no budget. The population and
-// elites were chosen with bench-search on the H100 recording and the
-// synthetic file, the restart on those and on public Kernel Tuner spaces
-// (evo/NOTES.md, round 5).
+// 0.5, a screen of 8 with ordinal interactions in its model, a restart
+// from fresh configs after 4 stagnant generations, one evaluation at a
+// time and no budget. The population and elites were chosen with
+// bench-search on the H100 recording and the synthetic file, the restart
+// on those and on public Kernel Tuner spaces (evo/NOTES.md, round 5), the
+// interactions on those and on held-out subspaces of Kernel Tuner files
+// (round 7).
 func DefaultOptions() Options {
 	return Options{
 		Strategy:      StrategyEvo,
@@ -124,6 +133,7 @@ func DefaultOptions() Options {
 		Stagnation:    4,
 		Screen:        8,
 		Restart:       true,
+		Interact:      true,
 		Parallel:      1,
 	}
 }

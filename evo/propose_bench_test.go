@@ -31,7 +31,7 @@ func BenchmarkScreenedChild(b *testing.B) {
 					s.pop = append(s.pop, member{key: r.Key, config: c, objective: r.Objective})
 				}
 				x := s.feats.active(c, nil)
-				s.st.Model.add(x, r)
+				s.st.Model.add(x, s.feats.bilinOff, nil, r)
 			}
 			// The first proposal that falls back to a pick among the unseen
 			// configs indexes the space once, a cost of the run, not of

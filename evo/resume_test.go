@@ -65,16 +65,17 @@ func TestResumeAfterKill(t *testing.T) {
 		strategy string
 		screen   int
 		restart  bool
+		interact bool
 	}
-	variants := []variant{{StrategyEvo, 1, false}, {StrategyEvo, 8, false}}
+	variants := []variant{{StrategyEvo, 1, false, false}, {StrategyEvo, 8, false, false}, {StrategyEvo, 8, true, false}}
 	for _, strategy := range Strategies() {
-		variants = append(variants, variant{strategy, 8, true})
+		variants = append(variants, variant{strategy, 8, true, true})
 	}
 	for _, v := range variants {
 		for _, parallel := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/parallel=%d", v.strategy, v.screen, v.restart, parallel), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/interact=%v/parallel=%d", v.strategy, v.screen, v.restart, v.interact, parallel), func(t *testing.T) {
 				opts := resumeOptions(v.strategy, parallel)
-				opts.Screen, opts.Restart = v.screen, v.restart
+				opts.Screen, opts.Restart, opts.Interact = v.screen, v.restart, v.interact
 				if v.strategy == StrategyEvo && v.restart {
 					// Long enough for the population to stagnate and
 					// restart, with kills on either side.

@@ -142,6 +142,7 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 				Stagnation:    opts.Stagnation,
 				Screen:        opts.Screen,
 				Restart:       opts.Restart,
+				Interact:      opts.Interact,
 			},
 			ByStatus:   map[space.Status]int{},
 			Macro:      LayerStats{Rate: layerPrior},
@@ -154,7 +155,7 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 		modelGen: -1,
 	}
 	if s.screening() {
-		s.feats = newFeatures(sp)
+		s.feats = newFeatures(sp, opts.Interact)
 		s.st.Model = newModelStats(s.feats.n)
 	}
 	return s, nil
@@ -191,7 +192,7 @@ func (s *Search) Restore(data []byte) error {
 	if st.Params.Screen == 0 {
 		st.Params.Screen = 1
 	}
-	opts.Screen, opts.Restart = st.Params.Screen, st.Params.Restart
+	opts.Screen, opts.Restart, opts.Interact = st.Params.Screen, st.Params.Restart, st.Params.Interact
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("restoring search state: %w", err)
 	}
@@ -244,7 +245,7 @@ func (s *Search) Restore(data []byte) error {
 	}
 	var feats *features
 	if screens(&st) {
-		feats = newFeatures(s.space)
+		feats = newFeatures(s.space, st.Params.Interact)
 		if st.Model == nil {
 			return errors.New("restoring search state: screening is on but the state holds no model sums")
 		}
@@ -523,12 +524,12 @@ func (s *Search) absorb(ctx context.Context, results []space.Result) (Generation
 	before := s.bestResult()
 	var kids []member
 	var trials, successes [2]int // by layer: macro, micro
-	var x []int
+	var x, xb []int
 	for i, p := range s.st.Batch {
 		r := results[i]
 		if s.st.Model != nil {
-			x = s.feats.active(p.Config, x)
-			s.st.Model.add(x, r)
+			x, xb = s.feats.active(p.Config, x), s.feats.bilinear(p.Config, xb)
+			s.st.Model.add(x, s.feats.bilinOff, xb, r)
 		}
 		if l := slices.Index([]string{originMacro, originMicro}, p.Origin); l >= 0 && p.Parent > 0 {
 			trials[l]++

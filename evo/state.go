@@ -45,6 +45,10 @@ type params struct {
 	// Restart is Options.Restart; false in a state saved before restarts
 	// existed, so such a search continues as it began.
 	Restart bool `json:"restart,omitempty"`
+	// Interact is Options.Interact; false in a state saved before the
+	// ordinal interactions existed, so such a search continues as it
+	// began (its model sums have no room for them).
+	Interact bool `json:"interact,omitempty"`
 }
 
 // state is everything a search needs to continue exactly: it is saved as

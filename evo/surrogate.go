@@ -19,9 +19,12 @@ import (
 //
 // The model is a Bayesian ridge regression of log(objective) on one-hot
 // knob values plus the products of every pair of macro knobs (the
-// structural choices interact: tile shape, warps, split), fitted to the OK
-// results, and a linear probability model of failure (any status but ok) on
-// the same features, fitted to every result. A candidate's rating is its
+// structural choices interact: tile shape, warps, split) and, with
+// Options.Interact, one ordinal interaction for each other pair of knobs
+// (the product of the two knobs' centred positions in their value lists:
+// block size against tile size, say), fitted to the OK results, and a
+// linear probability model of failure (any status but ok) on the same
+// features, fitted to every result. A candidate's rating is its
 // expected improvement in log objective over the best so far, under the
 // regression's predictive normal, times its predicted chance of passing:
 // a candidate far from anything measured has a wide predictive spread and
@@ -30,7 +33,10 @@ import (
 //
 // The model needs only sums over the absorbed results (counts of feature
 // co-occurrences, sums of log objectives), which the saved state holds, so
-// a restored search rates candidates exactly as the uninterrupted one.
+// a restored search rates candidates exactly as the uninterrupted one. The
+// sums of the ordinal interactions are over the raw position products,
+// which are integers too; the fit centres and scales them by a linear map
+// of the sums.
 const (
 	// surrogateRidge is the prior precision of each knob-value effect,
 	// in units of one observation: a value seen k times keeps k/(k+1) of
@@ -45,9 +51,16 @@ const (
 	surrogateMinVar = 1e-4
 )
 
+// interactScale divides the ordinal interactions' fitted values, so that
+// each one's prior precision is interactScale² that of a one-hot effect:
+// with 1, a model of few results spread its predictions to the corners of
+// the knob ranges and lost early evaluations (evo/NOTES.md, round 7).
+const interactScale = 3.0
+
 // features maps a config to the indices of its active features: 0 is the
 // intercept, then one per knob value, then one per value pair of each pair
-// of macro knobs.
+// of macro knobs; then, with interactions, one per other pair of knobs of
+// two or more values, whose value is not 0 or 1 but a position product.
 type features struct {
 	knobs   []string         // knob names in declaration order
 	index   []map[string]int // per knob: value → its position in the list
@@ -55,10 +68,26 @@ type features struct {
 	width   []int            // per knob: its number of values
 	pairs   [][2]int         // knob positions of the interaction pairs
 	pairOff []int            // per pair: the feature index of value pair (0, 0)
-	n       int              // number of features
+	// bilin are the knob pairs of the ordinal interactions, one feature
+	// each from bilinOff on: in the sums, the product pa·pb of the two
+	// knobs' positions in their value lists (bilinear); in the fit,
+	// z = (pa − ma)(pb − mb)/(ma·mb·interactScale), with ma the middle
+	// of a's list (interact).
+	bilin    [][2]int
+	bilinOff int
+	// tcol holds, per ordinal interaction, its column of the linear map T
+	// from raw to fitted features (z = T'x), which the one-hots give pa.
+	tcol [][]term
+	n    int // number of features
 }
 
-func newFeatures(sp *space.Space) *features {
+// A term is one nonzero coefficient of a linear map's column.
+type term struct {
+	i int
+	c float64
+}
+
+func newFeatures(sp *space.Space, interact bool) *features {
 	f := &features{n: 1}
 	var macro []int
 	for i, k := range sp.Knobs {
@@ -83,7 +112,119 @@ func newFeatures(sp *space.Space) *features {
 			f.n += f.width[i] * f.width[j]
 		}
 	}
+	f.bilinOff = f.n
+	if interact {
+		for i := range f.knobs {
+			for j := i + 1; j < len(f.knobs); j++ {
+				macroPair := sp.Knobs[i].Layer == space.Macro && sp.Knobs[j].Layer == space.Macro
+				if f.width[i] > 1 && f.width[j] > 1 && !macroPair {
+					f.bilin = append(f.bilin, [2]int{i, j})
+				}
+			}
+		}
+		for k, pr := range f.bilin {
+			a, b := pr[0], pr[1]
+			ma, mb := float64(f.width[a]-1)/2, float64(f.width[b]-1)/2
+			sc := ma * mb * interactScale
+			col := []term{{0, 1 / interactScale}}
+			for v := 1; v < f.width[a]; v++ {
+				col = append(col, term{f.offset[a] + v, -mb * float64(v) / sc})
+			}
+			for v := 1; v < f.width[b]; v++ {
+				col = append(col, term{f.offset[b] + v, -ma * float64(v) / sc})
+			}
+			col = append(col, term{f.n + k, 1 / sc})
+			f.tcol = append(f.tcol, col)
+		}
+		f.n += len(f.bilin)
+	}
 	return f
+}
+
+// dense returns the packed Gram of raw features, of order f.n, as a full
+// symmetric matrix of the fitted features: T'·G·T.
+func (f *features) dense(gram []int) []float64 {
+	n := f.n
+	g := make([]float64, n*n)
+	for i := range n {
+		for j := i; j < n; j++ {
+			v := float64(gram[triIndex(n, i, j)])
+			g[i*n+j], g[j*n+i] = v, v
+		}
+	}
+	if len(f.tcol) == 0 {
+		return g
+	}
+	tmp := make([]float64, n)
+	// G·T, column by column: a column reads only columns T leaves alone
+	// and its own.
+	for k, col := range f.tcol {
+		c := f.bilinOff + k
+		for r := range n {
+			sum := 0.0
+			for _, t := range col {
+				sum += float64(g[r*n+t.i] * t.c)
+			}
+			tmp[r] = sum
+		}
+		for r := range n {
+			g[r*n+c] = tmp[r]
+		}
+	}
+	// T'·(G·T), row by row.
+	for k, col := range f.tcol {
+		r := f.bilinOff + k
+		for c := range n {
+			sum := 0.0
+			for _, t := range col {
+				sum += float64(g[t.i*n+c] * t.c)
+			}
+			tmp[c] = sum
+		}
+		copy(g[r*n:r*n+n], tmp)
+	}
+	return g
+}
+
+// transform returns T'·b for a vector b of sums over raw features.
+func (f *features) transform(b []float64) []float64 {
+	out := slices.Clone(b)
+	for k, col := range f.tcol {
+		sum := 0.0
+		for _, t := range col {
+			sum += float64(b[t.i] * t.c)
+		}
+		out[f.bilinOff+k] = sum
+	}
+	return out
+}
+
+// interact returns the fitted values of c's ordinal interactions, in buf:
+// T'x for c's raw features x, computed directly (a value not in its
+// knob's list has no one-hot feature, so it counts as position 0, as in
+// bilinear).
+func (f *features) interact(c space.Config, buf []float64) []float64 {
+	buf = buf[:0]
+	for _, pr := range f.bilin {
+		a := f.index[pr[0]][c[f.knobs[pr[0]]]]
+		b := f.index[pr[1]][c[f.knobs[pr[1]]]]
+		ma, mb := float64(f.width[pr[0]]-1)/2, float64(f.width[pr[1]]-1)/2
+		buf = append(buf, float64((float64(a)-ma)*(float64(b)-mb))/(ma*mb*interactScale))
+	}
+	return buf
+}
+
+// bilinear returns the raw values of c's ordinal interaction features, in
+// buf: for each pair, the product of the two knobs' positions (a value not
+// in its knob's list, never the case for a valid config, counts as 0).
+func (f *features) bilinear(c space.Config, buf []int) []int {
+	buf = buf[:0]
+	for _, pr := range f.bilin {
+		a := f.index[pr[0]][c[f.knobs[pr[0]]]]
+		b := f.index[pr[1]][c[f.knobs[pr[1]]]]
+		buf = append(buf, a*b)
+	}
+	return buf
 }
 
 // active returns the indices of c's features, in buf. A value not in its
@@ -159,8 +300,14 @@ func (m *modelStats) check(n int) error {
 type counts []int
 
 // maxCounts bounds the length a decoded counts may claim, so that a
-// damaged state cannot ask for a huge allocation.
-const maxCounts = 1 << 24
+// damaged state cannot ask for a huge allocation; maxCount bounds a count,
+// well above what the ordinal interactions' squared position products sum
+// to (a run of a million results over knobs of 64 values stays under 2⁴⁴)
+// and exact as a float64.
+const (
+	maxCounts = 1 << 24
+	maxCount  = 1 << 50
+)
 
 func (c counts) MarshalJSON() ([]byte, error) {
 	var buf []byte
@@ -194,7 +341,7 @@ func (c *counts) UnmarshalJSON(data []byte) error {
 			return errors.New("model counts: bad varint")
 		}
 		buf = buf[n:]
-		if zeros >= maxCounts-uint64(len(out)) || v > math.MaxInt32 {
+		if zeros >= maxCounts-uint64(len(out)) || v > maxCount {
 			return errors.New("model counts: out of range")
 		}
 		out = append(out, make(counts, zeros)...)
@@ -208,26 +355,49 @@ func (c *counts) UnmarshalJSON(data []byte) error {
 // order n.
 func triIndex(n, i, j int) int { return i*n - i*(i-1)/2 + (j - i) }
 
-// add absorbs one result whose active features are x.
-func (m *modelStats) add(x []int, r space.Result) {
+// add absorbs one result whose active features are x and whose ordinal
+// interaction features (from off on) have the raw values xb.
+func (m *modelStats) add(x []int, off int, xb []int, r space.Result) {
 	n := m.Features
-	for a, i := range x {
-		for _, j := range x[a:] {
-			m.AllGram[triIndex(n, i, j)]++
+	grams := [][]int{m.AllGram}
+	if r.OK() {
+		grams = append(grams, m.OKGram)
+	}
+	for _, g := range grams {
+		for a, i := range x {
+			for _, j := range x[a:] {
+				g[triIndex(n, i, j)]++
+			}
+			for k, v := range xb {
+				if v != 0 {
+					g[triIndex(n, i, off+k)] += v
+				}
+			}
+		}
+		for k, v := range xb {
+			if v == 0 {
+				continue
+			}
+			for l := k; l < len(xb); l++ {
+				g[triIndex(n, off+k, off+l)] += v * xb[l]
+			}
 		}
 	}
 	if !r.OK() {
 		for _, i := range x {
 			m.Fail[i]++
 		}
+		for k, v := range xb {
+			m.Fail[off+k] += v
+		}
 		return
 	}
 	y := math.Log(r.Objective)
-	for a, i := range x {
-		for _, j := range x[a:] {
-			m.OKGram[triIndex(n, i, j)]++
-		}
+	for _, i := range x {
 		m.OKSum[i] += y
+	}
+	for k, v := range xb {
+		m.OKSum[off+k] += float64(float64(v) * y)
 	}
 	m.OKSumSq += float64(y * y)
 }
@@ -242,6 +412,7 @@ type surrogate struct {
 	wf     []float64 // failure weights; nil when nothing failed
 	best   float64   // log of the best objective so far
 	x      []int     // scratch: active features
+	z      []float64 // scratch: ordinal interaction values
 	v      []float64 // scratch: a dense feature vector
 }
 
@@ -257,16 +428,17 @@ func fitSurrogate(f *features, m *modelStats, best float64) *surrogate {
 	}
 	s := &surrogate{f: f, n: n, best: math.Log(best), v: make([]float64, n)}
 	var ok bool
-	s.okL, ok = cholesky(n, m.OKGram)
+	s.okL, ok = cholesky(n, f.dense(m.OKGram))
 	if !ok {
 		return nil
 	}
-	s.w = cholSolve(n, s.okL, m.OKSum)
+	okSum := f.transform(m.OKSum)
+	s.w = cholSolve(n, s.okL, okSum)
 	// Residual sum of squares of the ridge fit: y'y − w'b − λ·|w₁..|², and
 	// the effective degrees of freedom tr(G·A⁻¹) = n − λ·Σᵢ₌₁ (A⁻¹)ᵢᵢ.
 	rss := m.OKSumSq
 	for i, wi := range s.w {
-		rss -= float64(wi * m.OKSum[i])
+		rss -= float64(wi * okSum[i])
 		if i > 0 {
 			rss -= float64(surrogateRidge * wi * wi)
 		}
@@ -274,15 +446,15 @@ func fitSurrogate(f *features, m *modelStats, best float64) *surrogate {
 	dof := float64(n) - surrogateRidge*traceInverse(n, s.okL, 1)
 	s.sigma2 = max(rss/max(float64(nOK)-dof, 1), surrogateMinVar)
 	if nOK < m.AllGram[0] {
-		allL, ok := cholesky(n, m.AllGram)
+		allL, ok := cholesky(n, f.dense(m.AllGram))
 		if !ok {
 			return nil
 		}
-		b := make([]float64, n)
+		b := make([]float64, f.n)
 		for i, v := range m.Fail {
 			b[i] = float64(v)
 		}
-		s.wf = cholSolve(n, allL, b)
+		s.wf = cholSolve(n, allL, f.transform(b))
 	}
 	if slices.ContainsFunc(s.w, notFinite) || slices.ContainsFunc(s.wf, notFinite) || notFinite(s.sigma2) {
 		return nil
@@ -296,16 +468,27 @@ func notFinite(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 // standard deviation and its predicted chance of failing.
 func (s *surrogate) predict(c space.Config) (mean, sd, fail float64) {
 	s.x = s.f.active(c, s.x)
+	s.z = s.f.interact(c, s.z)
 	for _, i := range s.x {
 		mean += s.w[i]
 		if s.wf != nil {
 			fail += s.wf[i]
 		}
 	}
+	off := s.f.bilinOff
+	for k, z := range s.z {
+		mean += float64(s.w[off+k] * z)
+		if s.wf != nil {
+			fail += float64(s.wf[off+k] * z)
+		}
+	}
 	// x'A⁻¹x = |L⁻¹x|² by forward substitution.
 	clear(s.v)
 	for _, i := range s.x {
 		s.v[i] = 1
+	}
+	if len(s.z) > 0 {
+		copy(s.v[off:], s.z)
 	}
 	q := 0.0
 	for i := range s.n {
@@ -332,15 +515,15 @@ func (s *surrogate) rate(c space.Config) float64 {
 	return float64((1 - fail) * max(gain+spread, 0))
 }
 
-// cholesky factors the ridge matrix of a packed Gram of order n, G + λ·D
-// (D: the identity without the intercept), as L·L' and returns L,
-// row-major n×n. It reports false when the matrix is not positive
-// definite, which a Gram with at least one result never is.
-func cholesky(n int, gram []int) ([]float64, bool) {
+// cholesky factors the ridge matrix of a Gram of order n (full,
+// row-major), G + λ·D (D: the identity without the intercept), as L·L' and
+// returns L, row-major n×n. It reports false when the matrix is not
+// positive definite, which a Gram with at least one result never is.
+func cholesky(n int, gram []float64) ([]float64, bool) {
 	l := make([]float64, n*n)
 	for i := range n {
 		for j := 0; j <= i; j++ {
-			a := float64(gram[triIndex(n, j, i)])
+			a := gram[j*n+i]
 			if i == j && i > 0 {
 				a += surrogateRidge
 			}

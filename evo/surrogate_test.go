@@ -36,7 +36,7 @@ func additiveLog(c space.Config) float64 {
 // fitOn absorbs the results of configs into fresh model sums and fits them.
 func fitOn(t *testing.T, sp *space.Space, configs []space.Config, fail func(space.Config) bool) *surrogate {
 	t.Helper()
-	f := newFeatures(sp)
+	f := newFeatures(sp, false)
 	st := newModelStats(f.n)
 	best := math.Inf(1)
 	var x []int
@@ -48,7 +48,7 @@ func fitOn(t *testing.T, sp *space.Space, configs []space.Config, fail func(spac
 			best = min(best, r.Objective)
 		}
 		x = f.active(c, x)
-		st.add(x, r)
+		st.add(x, f.bilinOff, nil, r)
 	}
 	m := fitSurrogate(f, st, best)
 	if m == nil {
@@ -315,7 +315,7 @@ func TestRestoreRejectsBadModel(t *testing.T) {
 // per value pair of each pair of macro knobs, ascending and distinct.
 func TestFeatures(t *testing.T) {
 	sp := gridSpace(3, 2, 3)
-	f := newFeatures(sp)
+	f := newFeatures(sp, false)
 	if want := 1 + 5*3 + 3*9; f.n != want {
 		t.Fatalf("%d features, want %d", f.n, want)
 	}
@@ -341,5 +341,104 @@ func TestFeatures(t *testing.T) {
 			t.Fatalf("%s: same features as another config", c.Key())
 		}
 		seen[key] = true
+	}
+}
+
+// TestInteractSums checks the ordinal interactions' sums: the Gram and
+// sums the stats hold, in raw integer features, mapped by dense and
+// transform, equal those of the fitted features computed directly
+// (one-hots, macro pairs, centred position products).
+func TestInteractSums(t *testing.T) {
+	sp := gridSpace(2, 2, 4)
+	f := newFeatures(sp, true)
+	// 4 knobs: one macro pair, so 5 of the 6 knob pairs get an interaction.
+	if len(f.bilin) != 5 || f.n != 1+4*4+16+5 {
+		t.Fatalf("%d interactions, %d features", len(f.bilin), f.n)
+	}
+	st := newModelStats(f.n)
+	n := f.n
+	want := make([]float64, n*n)
+	wantSum := make([]float64, n)
+	var x, xb []int
+	var z []float64
+	for i, c := range sp.ValidConfigs() {
+		if i%3 == 0 {
+			continue
+		}
+		y := additiveLog(c)
+		r := space.Result{Key: c.Key(), Config: c, Status: space.StatusOK, Objective: math.Exp(y)}
+		x, xb = f.active(c, x), f.bilinear(c, xb)
+		st.add(x, f.bilinOff, xb, r)
+		row := make([]float64, n)
+		for _, j := range x {
+			row[j] = 1
+		}
+		z = f.interact(c, z)
+		copy(row[f.bilinOff:], z)
+		for a := range n {
+			wantSum[a] += row[a] * math.Log(r.Objective)
+			for b := range n {
+				want[a*n+b] += row[a] * row[b]
+			}
+		}
+	}
+	got := f.dense(st.OKGram)
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9*max(1, math.Abs(want[i])) {
+			t.Fatalf("Gram entry (%d, %d): %v, want %v", i/n, i%n, got[i], want[i])
+		}
+	}
+	gotSum := f.transform(st.OKSum)
+	for i := range wantSum {
+		if math.Abs(gotSum[i]-wantSum[i]) > 1e-9*max(1, math.Abs(wantSum[i])) {
+			t.Fatalf("sum %d: %v, want %v", i, gotSum[i], wantSum[i])
+		}
+	}
+}
+
+// TestInteractLearnsOrdinalInteraction fits the model with and without
+// the ordinal interactions to half the configs of a landscape whose two
+// micro knobs interact as block and tile sizes do (their product's
+// distance from a target), and checks that the interactions cut the
+// held-out error.
+func TestInteractLearnsOrdinalInteraction(t *testing.T) {
+	sp := gridSpace(1, 2, 6)
+	logObj := func(c space.Config) float64 {
+		d := float64(c.Int("u0")+c.Int("u1")) - 5
+		return 1 + 0.1*float64(c.Int("m0")) + 0.05*d*d
+	}
+	var train, test []space.Config
+	for i, c := range sp.ValidConfigs() {
+		if i%2 == 0 {
+			train = append(train, c)
+		} else {
+			test = append(test, c)
+		}
+	}
+	rmse := func(interact bool) float64 {
+		f := newFeatures(sp, interact)
+		st := newModelStats(f.n)
+		var x, xb []int
+		best := math.Inf(1)
+		for _, c := range train {
+			r := space.Result{Key: c.Key(), Config: c, Status: space.StatusOK, Objective: math.Exp(logObj(c))}
+			best = min(best, r.Objective)
+			x, xb = f.active(c, x), f.bilinear(c, xb)
+			st.add(x, f.bilinOff, xb, r)
+		}
+		m := fitSurrogate(f, st, best)
+		if m == nil {
+			t.Fatal("no model")
+		}
+		sum := 0.0
+		for _, c := range test {
+			mean, _, _ := m.predict(c)
+			sum += (mean - logObj(c)) * (mean - logObj(c))
+		}
+		return math.Sqrt(sum / float64(len(test)))
+	}
+	without, with := rmse(false), rmse(true)
+	if !(with < 0.5*without) {
+		t.Errorf("held-out RMSE %.4f with interactions, %.4f without: want less than half", with, without)
 	}
 }

@@ -102,6 +102,7 @@ func warnIgnoredFlags(stderr io.Writer, fs *pflag.FlagSet, in evo.Settings) {
 	check("elites", strconv.Itoa(in.Elites))
 	check("screen", strconv.Itoa(in.Screen))
 	check("restart", strconv.FormatBool(in.Restart))
+	check("interact", strconv.FormatBool(in.Interact))
 	if len(ignored) == 0 {
 		return
 	}
@@ -115,6 +116,9 @@ func settingsText(s evo.Settings) string {
 		text += fmt.Sprintf(", screen %d", s.Screen)
 		if !s.Restart {
 			text += ", no restarts"
+		}
+		if s.Screen > 1 && !s.Interact {
+			text += ", no interactions"
 		}
 	}
 	if len(s.Seeds) > 0 {

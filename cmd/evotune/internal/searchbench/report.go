@@ -25,12 +25,14 @@ const (
 
 // SearchParams names the evo options under test, for the report.
 func SearchParams(o evo.Options) string {
-	restart := "off"
-	if o.Restart {
-		restart = "on"
+	onOff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
 	}
-	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d, restart %s",
-		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen, restart)
+	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d, restart %s, interactions %s",
+		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen, onOff(o.Restart), onOff(o.Interact))
 }
 
 // A Report is what bench-search prints: the comparison of the strategies

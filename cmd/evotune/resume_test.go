@@ -1,0 +1,33 @@
+package main
+
+import (
+	"testing"
+
+	"evotune/evo"
+)
+
+// TestSettingsText checks that the settings line names what differs from
+// the defaults of an evo search: restarts and interactions off.
+func TestSettingsText(t *testing.T) {
+	def := evo.DefaultOptions().Settings()
+	noRestart, noInteract, unscreened := def, def, def
+	noRestart.Restart = false
+	noInteract.Interact = false
+	unscreened.Screen, unscreened.Interact = 1, false
+	for _, tc := range []struct {
+		name string
+		in   evo.Settings
+		want string
+	}{
+		{"defaults", def, "evo strategy, seed 1, population 8, elites 8, screen 8"},
+		{"no restarts", noRestart, "evo strategy, seed 1, population 8, elites 8, screen 8, no restarts"},
+		{"no interactions", noInteract, "evo strategy, seed 1, population 8, elites 8, screen 8, no interactions"},
+		{"unscreened", unscreened, "evo strategy, seed 1, population 8, elites 8, screen 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := settingsText(tc.in); got != tc.want {
+				t.Errorf("settingsText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
