@@ -163,7 +163,7 @@ func (f *features) dense(gram []int) []float64 {
 		for r := range n {
 			sum := 0.0
 			for _, t := range col {
-				sum += float64(g[r*n+t.i] * t.c)
+				sum += g[r*n+t.i] * t.c
 			}
 			tmp[r] = sum
 		}
@@ -177,7 +177,7 @@ func (f *features) dense(gram []int) []float64 {
 		for c := range n {
 			sum := 0.0
 			for _, t := range col {
-				sum += float64(g[t.i*n+c] * t.c)
+				sum += g[t.i*n+c] * t.c
 			}
 			tmp[c] = sum
 		}
@@ -192,7 +192,7 @@ func (f *features) transform(b []float64) []float64 {
 	for k, col := range f.tcol {
 		sum := 0.0
 		for _, t := range col {
-			sum += float64(b[t.i] * t.c)
+			sum += b[t.i] * t.c
 		}
 		out[f.bilinOff+k] = sum
 	}
@@ -206,12 +206,17 @@ func (f *features) transform(b []float64) []float64 {
 func (f *features) interact(c space.Config, buf []float64) []float64 {
 	buf = buf[:0]
 	for _, pr := range f.bilin {
-		a := f.index[pr[0]][c[f.knobs[pr[0]]]]
-		b := f.index[pr[1]][c[f.knobs[pr[1]]]]
+		a, b := f.positions(c, pr)
 		ma, mb := float64(f.width[pr[0]]-1)/2, float64(f.width[pr[1]]-1)/2
-		buf = append(buf, float64((float64(a)-ma)*(float64(b)-mb))/(ma*mb*interactScale))
+		buf = append(buf, (float64(a)-ma)*(float64(b)-mb)/(ma*mb*interactScale))
 	}
 	return buf
+}
+
+// positions returns the positions of c's values of the knob pair pr in
+// their value lists (0 for a value not in its list).
+func (f *features) positions(c space.Config, pr [2]int) (int, int) {
+	return f.index[pr[0]][c[f.knobs[pr[0]]]], f.index[pr[1]][c[f.knobs[pr[1]]]]
 }
 
 // bilinear returns the raw values of c's ordinal interaction features, in
@@ -220,8 +225,7 @@ func (f *features) interact(c space.Config, buf []float64) []float64 {
 func (f *features) bilinear(c space.Config, buf []int) []int {
 	buf = buf[:0]
 	for _, pr := range f.bilin {
-		a := f.index[pr[0]][c[f.knobs[pr[0]]]]
-		b := f.index[pr[1]][c[f.knobs[pr[1]]]]
+		a, b := f.positions(c, pr)
 		buf = append(buf, a*b)
 	}
 	return buf
