@@ -25,6 +25,10 @@
 #      times pairs (fp8 and fp16, four shapes), check times pairs with
 #      rotated inputs through the gate, then the fp8, int8 and fp16/bf16
 #      device sweeps with it on.
+#   interact: evo's screening model with ordinal interactions (its new
+#      default) on the GPU path: a 45 s fp16 tune of 1x8x512x64, killed with
+#      -9 partway, resumed to 90 s, then shown; the same 90 s with
+#      --interact=false beside it.
 #   copy: P V as wgmma's wrong results again, with the rows and columns that
 #      go non-finite, and with V's fp16 copies swapped (tile 0 in copy 1) or
 #      one copy only (a consumer barrier before each widening).
@@ -196,6 +200,13 @@ VV
   grep -E "^(---|ok|FAIL|PASS)|failed" $O/device-onebyte.txt | tail -n 8
   EVOTUNE_GPU_TESTS=1 timeout 200 bin/runner.test -test.run 'TestDeviceFamilySweep$' -test.v -test.timeout 195s > $O/device-sweep.txt 2>&1; echo "TestDeviceFamilySweep rc $?"
   grep -E "^(---|ok|FAIL|PASS)|failed" $O/device-sweep.txt | tail -n 8 ;;
+interact)
+  $B tune --shape 1x8x512x64 --budget 90s --archive $W/on > $O/tune-on-1.out 2> $O/tune-on-1.err &
+  pid=$!; sleep 45; kill -9 $pid; wait $pid 2>/dev/null; echo "killed after 45 s"
+  $B tune --shape 1x8x512x64 --budget 90s --archive $W/on > $O/tune-on-2.out 2> $O/tune-on-2.err; echo "resumed rc $?"
+  tail -n 3 $O/tune-on-2.err; head -n 4 $O/tune-on-2.out
+  $B tune --shape 1x8x512x64 --budget 90s --interact=false --archive $W/off > $O/tune-off.out 2> $O/tune-off.err; echo "off rc $?"
+  for a in on off; do echo "== $a"; $B show --archive $W/$a 2>&1 | head -n 9; grep -o '"interact":[a-z]*' $W/$a/state.json $W/$a/meta.json; done 2>&1 | tee $O/show.txt ;;
 copy)
   P=$W/proto; mkdir -p $P/kernels/proto/wgmma
   cp kernels/*.h $P/kernels/ 2>/dev/null
