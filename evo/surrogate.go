@@ -163,7 +163,7 @@ func (f *features) dense(gram []int) []float64 {
 		for r := range n {
 			sum := 0.0
 			for _, t := range col {
-				sum += g[r*n+t.i] * t.c
+				sum += float64(g[r*n+t.i] * t.c)
 			}
 			tmp[r] = sum
 		}
@@ -177,7 +177,7 @@ func (f *features) dense(gram []int) []float64 {
 		for c := range n {
 			sum := 0.0
 			for _, t := range col {
-				sum += g[t.i*n+c] * t.c
+				sum += float64(g[t.i*n+c] * t.c)
 			}
 			tmp[c] = sum
 		}
@@ -192,7 +192,7 @@ func (f *features) transform(b []float64) []float64 {
 	for k, col := range f.tcol {
 		sum := 0.0
 		for _, t := range col {
-			sum += b[t.i] * t.c
+			sum += float64(b[t.i] * t.c)
 		}
 		out[f.bilinOff+k] = sum
 	}
@@ -208,7 +208,7 @@ func (f *features) interact(c space.Config, buf []float64) []float64 {
 	for _, pr := range f.bilin {
 		a, b := f.positions(c, pr)
 		ma, mb := float64(f.width[pr[0]]-1)/2, float64(f.width[pr[1]]-1)/2
-		buf = append(buf, (float64(a)-ma)*(float64(b)-mb)/(ma*mb*interactScale))
+		buf = append(buf, float64((float64(a)-ma)*(float64(b)-mb))/(ma*mb*interactScale))
 	}
 	return buf
 }
