@@ -47,6 +47,19 @@ func parseSASS(sass []byte) []sassInst {
 	return out
 }
 
+// sassOps counts a cubin's tensor-core instructions by opcode (HMMA, IMMA,
+// QGMMA, ...) in its SASS.
+func sassOps(sass []byte) map[string]int {
+	n := map[string]int{}
+	for _, in := range parseSASS(sass) {
+		switch op, _, _ := strings.Cut(in.op, "."); op {
+		case "HMMA", "IMMA", "QMMA", "HGMMA", "QGMMA", "IGMMA":
+			n[op]++
+		}
+	}
+	return n
+}
+
 var sassRegRE = regexp.MustCompile(`^R([0-9]+)(?:\.reuse)?$`)
 
 // sassDest returns the registers an instruction writes through its first

@@ -2,23 +2,10 @@ package kernels
 
 import (
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// sassOps counts a cubin's tensor-core instructions by opcode (HMMA, IMMA,
-// QGMMA, ...) in its SASS.
-var sassTensorRE = regexp.MustCompile(`\b(HMMA|IMMA|QMMA|HGMMA|QGMMA|IGMMA)\.`)
-
-func sassOps(sass []byte) map[string]int {
-	n := map[string]int{}
-	for _, m := range sassTensorRE.FindAllSubmatch(sass, -1) {
-		n[string(m[1])]++
-	}
-	return n
-}
 
 // TestCompileWgmmaQK builds SDPA_WGMMA=1 (the knob wgmma=qk: Q K^T as
 // Hopper's warpgroup MMA, an sm_90a build) beside the same config
