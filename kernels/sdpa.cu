@@ -44,7 +44,11 @@
 // mma's accumulator keeps fewer than 32 mantissa bits). With SDPA_QK_ACCUM=1
 // Q K^T does the same over D: each k32 step into a fresh accumulator, added
 // in fp32 (Hopper's E4M3 wgmma, chained, failed the gate at input scale 16;
-// the wgmma path always splits; kernels/NOTES.md, "wgmma").
+// the wgmma path always splits; kernels/NOTES.md, "wgmma"). With
+// SDPA_QK_F16=1 (mma.sync only) Q K^T runs in fp16 instead: Q's fragments are
+// widened to fp16 once per CTA, K's per tile, and each k32 step is two
+// m16n8k16 fp16 MMAs with D's positions paired alike in A and B (exact: E4M3
+// is a subset of fp16, summed in fp32 as sm_90 sums its unpacked E4M3).
 //
 // int8 (SDPA_INT8=1): Q, K and V are int8 bytes in the same one-byte tiles
 // as fp8. Q and K carry one dequantisation scale per row (q_row_scale,
@@ -103,6 +107,9 @@
 #endif
 #ifndef SDPA_QK_ACCUM
 #define SDPA_QK_ACCUM 1
+#endif
+#ifndef SDPA_QK_F16
+#define SDPA_QK_F16 0
 #endif
 #ifndef SDPA_WS
 #define SDPA_WS 0
@@ -184,6 +191,8 @@ constexpr bool kPVAccum = kByte && SDPA_PV_ACCUM != 0;
 constexpr bool kQKAccum = kFP8 && SDPA_QK_ACCUM != 0;
 // Q K^T of one-byte inputs as Hopper's asynchronous warpgroup MMA (sm_90a).
 constexpr bool kWgmma = SDPA_QK_WGMMA != 0;
+// fp8's Q K^T in fp16 on mma.sync: Q widened once, K per tile.
+constexpr bool kQKF16 = SDPA_QK_F16 != 0;
 // P V as wgmma too, from an fp16 copy of V widened once per tile (below).
 constexpr bool kPVWgmma = SDPA_PV_WGMMA != 0;
 // Bytes of an input element, input elements per 16-byte chunk, chunks per row.
@@ -261,6 +270,8 @@ static_assert(!kWgmma || (kWarpsM % 4 == 0 && kSwizzle && kQInRegs),
               "SDPA_WGMMA needs row groups in fours (block_m >= 64, warps >= 4), the swizzled layout and Q in registers");
 static_assert(!kWgmma || (kColsPerWarp == 32 || kColsPerWarp == 64 || kColsPerWarp == 128 || kColsPerWarp == 256),
               "SDPA_WGMMA takes key slices of 32 to 256 keys");
+static_assert(!kQKF16 || (kFP8 && !kWgmma && kQInRegs),
+              "SDPA_QK_F16 takes fp8 inputs on mma.sync (SDPA_WGMMA=0) with Q in registers");
 static_assert(!kPVWgmma || !kPVFP8, "SDPA_WGMMA=2 needs P V in fp16 (pv_fp8=0 for fp8)");
 // P V as wgmma is wrong from the second key tile on in some builds (every
 // ws=1 build tried, D=128 with 128-key tiles): ptxas gives P's fragments the
@@ -353,7 +364,8 @@ __device__ __forceinline__ void mma16832(float (&c)[4], const uint32_t (&a)[4], 
 #endif
 }
 
-// c += a * b for one m16n8k16 tile of fp16 (P V in fp16 for fp8 inputs).
+// c += a * b for one m16n8k16 tile of fp16 (fp8's P V with pv_fp8=0, and its
+// Q K^T with SDPA_QK_F16).
 __device__ __forceinline__ void mma16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
@@ -547,6 +559,13 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
         : "r"(x));
 #endif
     return r;
+}
+
+// widen_e4m3x4 widens the four E4M3 bytes of x to fp16 pairs: bytes 0 and 1
+// into lo, 2 and 3 into hi (the low byte of each pair into the low half).
+__device__ __forceinline__ void widen_e4m3x4(uint32_t x, uint32_t& lo, uint32_t& hi) {
+    lo = e4m3x2_to_f16x2(x);
+    hi = e4m3x2_to_f16x2(x >> 16);
 }
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -744,7 +763,9 @@ __device__ __forceinline__ void acc_init(Acc& a) {
     }
 }
 
-using QFrag = uint32_t[kQInRegs ? MT : 1][kQInRegs ? KT : 1][4];
+// With kQKF16 a k32 step's fragment is widened to the A fragments of two
+// m16n8k16 fp16 MMAs (qk_product says how D's positions pair up).
+using QFrag = uint32_t[kQInRegs ? MT : 1][kQInRegs ? KT : 1][kQKF16 ? 8 : 4];
 
 // The thread's row and column of Q's A fragment for (mt 0, kt 0), and that
 // chunk's address; (mt, kt) is 16 rows per mt on and kstep'ed by kt.
@@ -760,13 +781,30 @@ __device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t sq, uint3
     ldsm_x4(a, kstep(qa + mt * 16 * kRowBytes, sq, q_frag_row(wm, lane) + mt * 16, q_frag_col(lane), kt));
 }
 
-__device__ __forceinline__ void load_q_regs(QFrag& qf, uint32_t sq, int wm, int lane) {
+template <class QF>
+__device__ __forceinline__ void load_q_regs(QF& qf, uint32_t sq, int wm, int lane) {
     if constexpr (kQInRegs) {
         const uint32_t qa = q_frag_addr(sq, wm, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int kt = 0; kt < KT; ++kt) load_q_frag(qf[mt][kt], sq, qa, wm, mt, kt, lane);
+            for (int kt = 0; kt < KT; ++kt) {
+                if constexpr (kQKF16) {
+                    // E4M3 a[0], a[2]: row g; a[1], a[3]: row g + 8; a[0], a[1]
+                    // hold D positions 4t..4t+3 of the step, a[2], a[3] those
+                    // 16 on. Step h's fp16 A: lo(a[2h]), lo(a[2h+1]),
+                    // hi(a[2h]), hi(a[2h+1]).
+                    uint32_t a[4];
+                    load_q_frag(a, sq, qa, wm, mt, kt, lane);
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        widen_e4m3x4(a[2 * h], qf[mt][kt][4 * h], qf[mt][kt][4 * h + 2]);
+                        widen_e4m3x4(a[2 * h + 1], qf[mt][kt][4 * h + 1], qf[mt][kt][4 * h + 3]);
+                    }
+                } else {
+                    load_q_frag(qf[mt][kt], sq, qa, wm, mt, kt, lane);
+                }
+            }
     }
 }
 
@@ -863,6 +901,32 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
         const bool fresh = kQKAccum && kt > 0;
         auto& d = fresh ? t : c;
         if (fresh) fill_scores(t, T(0));
+        if constexpr (kQKF16) {
+            // Each k32 step as two m16n8k16 fp16 MMAs, h = 0 over the step's
+            // first 16 positions of D. In both A and B a thread's fp16 pair
+            // (2t, 2t+1) of step h takes E4M3 bytes 0 and 1 of its register
+            // for h, the pair (2t+8, 2t+9) bytes 2 and 3, so every product
+            // pairs Q and K at the same position of D: the sum is the E4M3
+            // product's, in fp32.
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {
+                uint32_t b[4], bh[4][2];
+                ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
+#pragma unroll
+                for (int r = 0; r < 4; ++r) widen_e4m3x4(b[r], bh[r][0], bh[r][1]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const uint32_t a[4] = {qf[mt][kt][4 * h], qf[mt][kt][4 * h + 1], qf[mt][kt][4 * h + 2],
+                                               qf[mt][kt][4 * h + 3]};
+                        mma16816_f16(d[mt][2 * np], a, bh[h][0], bh[h][1]);
+                        mma16816_f16(d[mt][2 * np + 1], a, bh[2 + h][0], bh[2 + h][1]);
+                    }
+            }
+            if (fresh) add_scores(c, t);
+            continue;
+        }
         uint32_t a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {

@@ -72,8 +72,9 @@ type sdpaGeom struct {
 	// oneByte: fp8 or int8 inputs (one-byte tiles), whose knob pvAccum is;
 	// pvFP8 is fp8's alone.
 	oneByte, pvFP8, pvAccum bool
-	// qkAccum: fp8's two-level Q K^T accumulation (the wgmma path always).
-	qkAccum bool
+	// qkAccum: fp8's two-level Q K^T accumulation (the wgmma path always);
+	// qkF16: fp8's Q K^T in fp16 on mma.sync.
+	qkAccum, qkF16 bool
 	// wgmma (fp8 on sm_90): Q K^T as wgmma, not mma.sync. (The kernel's
 	// SDPA_WGMMA=2, P V too, is not in the space: kernels/NOTES.md.)
 	wgmma bool
@@ -141,12 +142,12 @@ func geomOf(c space.Config, d int) (sdpaGeom, error) {
 		}
 		*k.dst = n != 0
 	}
-	// Only the one-byte dtypes declare pv_accum, and only fp8 pv_fp8 and
-	// qk_accum.
+	// Only the one-byte dtypes declare pv_accum, and only fp8 pv_fp8,
+	// qk_accum and qk_f16.
 	for _, k := range []struct {
 		name string
 		dst  *bool
-	}{{"pv_accum", &g.pvAccum}, {"pv_fp8", &g.pvFP8}, {"qk_accum", &g.qkAccum}} {
+	}{{"pv_accum", &g.pvAccum}, {"pv_fp8", &g.pvFP8}, {"qk_accum", &g.qkAccum}, {"qk_f16", &g.qkF16}} {
 		if _, ok := c[k.name]; !ok {
 			continue
 		}
@@ -221,6 +222,20 @@ func (g sdpaGeom) wgmmaErr() error {
 	return nil
 }
 
+// qkF16Err reports why a config cannot run qk_f16 (sdpa.cu's static_assert
+// says the same), or nil.
+func (g sdpaGeom) qkF16Err() error {
+	switch {
+	case !g.qkF16:
+		return nil
+	case g.wgmma:
+		return fmt.Errorf("qk_f16 runs Q K^T on mma.sync, which wgmma=qk replaces; keep qk_f16=0 with wgmma")
+	case !g.qInRegs:
+		return fmt.Errorf("qk_f16 widens Q's fragments once per CTA, so it takes q_in_regs=1")
+	}
+	return nil
+}
+
 // regEstimate is a lower-bound estimate of the 32-bit registers a consumer
 // thread keeps live: the O and S accumulators, the Q fragments when held in
 // registers, the softmax row state, and a fixed allowance for addresses and
@@ -231,7 +246,11 @@ func (g sdpaGeom) regEstimate() int {
 	mt := g.rowsPerWarp / 16
 	r := mt*g.d/2 + mt*g.colsPerWarp/2 + 4*mt + 40
 	if g.qInRegs {
-		r += mt * g.d * g.esz() / 8
+		qsz := g.esz()
+		if g.qkF16 {
+			qsz = 2 // Q's fragments widened to fp16
+		}
+		r += mt * g.d * qsz / 8
 	}
 	if g.oneByte && g.pvAccum {
 		r += mt * g.d / 2 // the tile's fresh P V accumulator
@@ -378,6 +397,7 @@ func sdpaConstraints(d int, t Target) []space.Constraint {
 			return nil
 		})},
 		{Name: "wgmma", Check: geom(sdpaGeom.wgmmaErr)},
+		{Name: "qk_f16", Check: geom(sdpaGeom.qkF16Err)},
 		{Name: "shared_memory", Check: geom(func(g sdpaGeom) error {
 			if b := g.sharedBytes(); b > t.SharedPerBlock {
 				return fmt.Errorf("%d bytes of shared memory exceed the %d bytes a block may have on %s", b, t.SharedPerBlock, t.Arch)

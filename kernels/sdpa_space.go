@@ -76,7 +76,22 @@ func sdpaFP8Knobs(d int, arch string) []space.Knob {
 			Doc: "P V in E4M3 (m16n8k32, P quantised as exp(s - m + 8 ln 2)) or in fp16 (V widened to fp16 in registers)"},
 		pvAccumKnob(d),
 		qkAccumKnob(d, arch),
+		qkF16Knob(),
 	}
+}
+
+// qkF16Knob runs fp8's Q K^T in fp16 on mma.sync: Q's E4M3 fragments are
+// widened to fp16 once per CTA and K's in registers per tile, each k32 step
+// two m16n8k16 fp16 MMAs summed in fp32 (exact: E4M3 is a subset of fp16).
+// On sm_90 the E4M3 mma.sync is itself unpacked to fp16 HMMA by ptxas, Q's
+// fragments again every tile, with each k16 half into a zeroed accumulator
+// and FADDs after: this does the same work with Q widened once and the
+// HMMAs chained. On sm_89 it trades the native E4M3 rate for fp16's (half)
+// and exact sums, so the search and the gate decide there. It needs Q in
+// registers (widened once) and mma.sync (wgmma=qk replaces the product).
+func qkF16Knob() space.Knob {
+	return space.Knob{Name: "qk_f16", Macro: "SDPA_QK_F16", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0",
+		Doc: "Q K^T in fp16 on mma.sync: Q widened to fp16 once per CTA, K per tile (fp32 sums)"}
 }
 
 // qkAccumKnob is fp8's two-level Q K^T accumulation (sdpaFP8Knobs says why).

@@ -529,3 +529,34 @@ func TestQKAccumKnob(t *testing.T) {
 		t.Errorf("wgmma=off with qk_accum=0: %v", err)
 	}
 }
+
+// TestQKF16Knob checks fp8's fp16 Q K^T: declared for fp8 only, on both fp8
+// architectures, off by default, and refused where the kernel's static_assert
+// would refuse it (with wgmma=qk, or without Q in registers).
+func TestQKF16Knob(t *testing.T) {
+	for _, c := range []struct {
+		dtype, arch string
+		want        bool
+	}{{"fp8", "sm_89", true}, {"fp8", "sm_90", true}, {"int8", "sm_89", false}, {"fp16", "sm_90", false}} {
+		s, _ := mustSpace(t, 64, c.dtype, false, c.arch)
+		k, ok := s.Knob("qk_f16")
+		switch {
+		case ok != c.want:
+			t.Errorf("%s on %s: qk_f16 declared %v", c.dtype, c.arch, ok)
+		case ok && (k.Default != "0" || k.Macro != "SDPA_QK_F16"):
+			t.Errorf("%s on %s: qk_f16 %+v, want default 0", c.dtype, c.arch, k)
+		}
+	}
+	s, _ := mustSpace(t, 64, "fp8", false, "sm_90")
+	on := with(s.Default(), "qk_f16", "1")
+	if err := s.Check(on); err == nil || !strings.Contains(err.Error(), "keep qk_f16=0 with wgmma") {
+		t.Errorf("wgmma=qk with qk_f16=1: %v, want refused", err)
+	}
+	off := with(on, "wgmma", "off")
+	if err := s.Check(off); err != nil {
+		t.Errorf("wgmma=off with qk_f16=1: %v", err)
+	}
+	if err := s.Check(with(off, "q_in_regs", "0")); err == nil || !strings.Contains(err.Error(), "q_in_regs=1") {
+		t.Errorf("q_in_regs=0 with qk_f16=1: %v, want refused", err)
+	}
+}

@@ -31,7 +31,8 @@
 //     rate (twice fp16's) and so does P V with pv_fp8=1 (fp16's with
 //     pv_fp8=0, after widening V); two-level accumulation (pv_accum=1)
 //     costs registers, not time; qk_accum=1 costs 2% of the tile's tensor
-//     time, and at D=128 a second score accumulator's registers;
+//     time, and at D=128 a second score accumulator's registers; qk_f16=1
+//     runs Q K^T at fp16's rate with Q's fragments in fp16 registers;
 //   - --dtype int8 is fp8 with pv_fp8=0: one-byte inputs, Q K^T at the
 //     L4's IMMA rate (twice fp16's), P V in fp16; its kernel error is
 //     fp16's and its end-to-end error INT8's floor (kernels.ToleranceFor);
@@ -218,6 +219,7 @@ type geometry struct {
 	oneByte, pvFP8, pvAccum bool
 	// fp8's two-level Q K^T accumulation.
 	qkAccum bool
+	qkF16   bool
 }
 
 func (m model) geometry(c space.Config) (geometry, error) {
@@ -240,6 +242,7 @@ func (m model) geometry(c space.Config) (geometry, error) {
 		g.oneByte, g.pvAccum = true, c.Int("pv_accum") == 1
 		g.pvFP8 = m.problem.Dtype == "fp8" && c.Int("pv_fp8") == 1
 		g.qkAccum = m.problem.Dtype == "fp8" && c.Int("qk_accum") == 1
+		g.qkF16 = m.problem.Dtype == "fp8" && c["qk_f16"] == "1"
 	}
 	g.warpsM = min(g.warps, max(g.blockM/16, 1))
 	g.warpsN = g.warps / g.warpsM
@@ -255,8 +258,8 @@ func (g geometry) registers(rng *rand.Rand) (need, limit int) {
 	est := float64(mt*d/2 + mt*cols/2 + 4*mt + 24)
 	if g.qInRegs {
 		est += float64(mt * d / 4)
-		if g.oneByte {
-			est -= float64(mt * d / 8) // one-byte Q fragments
+		if g.oneByte && !g.qkF16 {
+			est -= float64(mt * d / 8) // one-byte Q fragments (qk_f16 widens them)
 		}
 	}
 	if g.oneByte && g.pvAccum {
@@ -431,13 +434,16 @@ func latencyUS(g geometry, regs int) float64 {
 	}
 	compute := 4 * float64(g.blockM*keys*shape.D) / (peakPerSM * eff)
 	if g.oneByte {
-		// Q K^T at E4M3's or IMMA's rate (twice fp16's), P V too with
-		// pv_fp8=1.
-		pv := 0.5
+		// Q K^T at E4M3's or IMMA's rate (twice fp16's; fp16's with
+		// qk_f16=1), P V too with pv_fp8=1.
+		qk, pv := 0.5, 0.5
+		if g.qkF16 {
+			qk = 1
+		}
 		if !g.pvFP8 {
 			pv = 1
 		}
-		compute *= (0.5 + pv) / 2
+		compute *= (qk + pv) / 2
 		if g.qkAccum {
 			compute *= 1.02 // an FADD per score and k32 step after the first
 		}

@@ -146,6 +146,13 @@ func TestInt8Model(t *testing.T) {
 		if !(latency("fp8", split) > f8) {
 			t.Errorf("%s: fp8's qk_accum=1 costs no time in the model", c.Key())
 		}
+		if c["q_in_regs"] == "1" {
+			widened := maps.Clone(fp8)
+			widened["qk_f16"] = "1"
+			if !(latency("fp8", widened) > f8) {
+				t.Errorf("%s: fp8's qk_f16=1 (Q K^T at fp16's rate on the L4) costs no time in the model", c.Key())
+			}
+		}
 		if i8 != f8 || !(i8 < f16) {
 			t.Errorf("%s: int8 %.3f µs, fp8 with pv_fp8=0 and qk_accum=0 %.3f µs, fp16 %.3f µs: want int8 = fp8 < fp16", c.Key(), i8, f8, f16)
 		}
