@@ -9,8 +9,10 @@
 #      tuned best with qk_f16=0 and 1; then TestDeviceFP8 (its sample covers
 #      every value of every fp8 knob, qk_f16's included).
 #   tune: a 150 s fp8 tune of 1x8x512x64 seeded from the tuned best with
-#      qk_f16=1, and its bench beside the fp16 archive of
-#      results/2026-11-25-h100-index.
+#      qk_f16=1 and from step pairs' fastest short config (s4: the fp16
+#      short best's tiles, qk_f16=1), and its bench beside the fp16 archive
+#      of results/2026-11-25-h100-index; first check's gate and timing of s4
+#      with qk_f16=0 and 1.
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit.
 set -u
@@ -53,9 +55,15 @@ VV
   done 2>&1 | tee $O/check.txt
   EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=16 timeout 200 bin/runner.test -test.run 'TestDeviceFP8$' -test.v -test.timeout 195s > $W/device-fp8.txt 2>&1; echo "TestDeviceFP8 rc $?"
   grep -E "^(---|ok|FAIL|PASS)|qk_f16=1|failed" $W/device-fp8.txt | tail -n 30 | tee $O/device-fp8-summary.txt
-  tar czf $O/files.tar.gz -C $W . ;;
+  tar czf $O/files.tar.gz -C $W --exclude='*-[01]' --exclude=h16short . ;;
 tune)
-  $B tune --dtype fp8 --shape 1x8x512x64 --budget 150s --seed-config ${SHORT},qk_f16=1 --archive $W/fp8-short > $O/tune-short.out 2> $O/tune-short.err; echo "tune rc $?"
+  S4=block_m=32,warps=8,block_n=256,stages=3,pv_fp8=0,qk_accum=0,pv_accum=1,wgmma=off
+  for q in 0 1 0 1; do
+    $B check --dtype fp8 --shape 1x8x512x64 --config ${S4},qk_f16=$q > $W/check-s4-$q.txt 2>&1; echo "check s4 qk_f16=$q rc $?"
+    grep -E "correctness|timed" $W/check-s4-$q.txt
+  done 2>&1 | tee $O/check-s4.txt
+  $B tune --dtype fp8 --shape 1x8x512x64 --budget 150s --seed-config ${SHORT},qk_f16=1 \
+    --seed-config block_m=32,warps=8,block_n=256,stages=3,pv_fp8=0,qk_accum=0,pv_accum=1,wgmma=off,qk_f16=1 --archive $W/fp8-short > $O/tune-short.out 2> $O/tune-short.err; echo "tune rc $?"
   tail -n 14 $O/tune-short.out
   $B bench --archive $W/fp8-short --baseline-archive results/2026-11-25-h100-index --shapes 1x8x512x64 --out $W/bench-short > /dev/null 2> $O/bench-short.err; echo "bench rc $?"
   cp $W/bench-short/bench.md $O/bench-short.md; cat $O/bench-short.md
