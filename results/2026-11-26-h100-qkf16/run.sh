@@ -13,6 +13,9 @@
 #      short best's tiles, qk_f16=1), and its bench beside the fp16 archive
 #      of results/2026-11-25-h100-index; first check's gate and timing of s4
 #      with qk_f16=0 and 1.
+#   confirm: step tune's bench three more times, each a fresh process with
+#      the committed archive (tune/fp8-short) beside the same fp16 archive,
+#      to see whether the 0.99 of one run holds from run to run.
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit.
 set -u
@@ -68,5 +71,11 @@ tune)
   $B bench --archive $W/fp8-short --baseline-archive results/2026-11-25-h100-index --shapes 1x8x512x64 --out $W/bench-short > /dev/null 2> $O/bench-short.err; echo "bench rc $?"
   cp $W/bench-short/bench.md $O/bench-short.md; cat $O/bench-short.md
   tar czf $O/files.tar.gz -C $W . ;;
+confirm)
+  A=$W/fp8-short; cp -r results/2026-11-26-h100-qkf16/tune/fp8-short $A
+  for i in 1 2 3; do
+    $B bench --archive $A --baseline-archive results/2026-11-25-h100-index --shapes 1x8x512x64 --out $W/bench-$i > /dev/null 2> $W/bench-$i.err; echo "bench $i rc $?"
+    cp $W/bench-$i/bench.md $O/bench-$i.md; grep -E '^\| 1x8x512x64' $O/bench-$i.md
+  done ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac
