@@ -16,6 +16,11 @@
 #   confirm: step tune's bench three more times, each a fresh process with
 #      the committed archive (tune/fp8-short) beside the same fp16 archive,
 #      to see whether the 0.99 of one run holds from run to run.
+#   ncu: Nsight Compute on the short shape: the tuned fp8 best (step tune's
+#      bench) and the tuned fp16 best of results/2026-11-25-h100-index, built
+#      into the proto harness from the flags the space renders (check
+#      --compile-only prints them), one launch of 1x8x512x64 each: how many
+#      instructions each issues, and where the time goes.
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit.
 set -u
@@ -76,6 +81,20 @@ confirm)
   for i in 1 2 3; do
     $B bench --archive $A --baseline-archive results/2026-11-25-h100-index --shapes 1x8x512x64 --out $W/bench-$i > /dev/null 2> $W/bench-$i.err; echo "bench $i rc $?"
     cp $W/bench-$i/bench.md $O/bench-$i.md; grep -E '^\| 1x8x512x64' $O/bench-$i.md
+  done ;;
+ncu)
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1); $NCU --version | tail -1
+  SECT="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --section InstructionStats"
+  F8F="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_CAUSAL=0 -DSDPA_FP8=1 -DSDPA_OUT_BF16=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_STAGES=3 -DSDPA_BLOCK_M=16 -DSDPA_BLOCK_N=256 -DSDPA_WARPS=4 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=1 -DSDPA_Q_IN_REGS=1 -DSDPA_KV_SWIZZLE=1 -DSDPA_MIN_BLOCKS=2 -DSDPA_SPLIT_KV=1 -DSDPA_PV_FP8=0 -DSDPA_PV_ACCUM=0 -DSDPA_QK_ACCUM=1 -DSDPA_QK_F16=1 -DSDPA_WGMMA=0"
+  F16F="-DSDPA_HEAD_DIM=64 -DSDPA_BF16=0 -DSDPA_CAUSAL=0 -DSDPA_WS=0 -DSDPA_PRODUCER_WARPS=1 -DSDPA_STAGES=3 -DSDPA_BLOCK_M=32 -DSDPA_BLOCK_N=256 -DSDPA_WARPS=8 -DSDPA_FAST_EXP=1 -DSDPA_PERSISTENT=0 -DSDPA_Q_IN_REGS=1 -DSDPA_KV_SWIZZLE=1 -DSDPA_MIN_BLOCKS=1 -DSDPA_SPLIT_KV=1"
+  cd kernels/proto/wgmma
+  nvcc -O3 -std=c++17 -arch=sm_90 $F8F -o $W/n-fp8 wg.cu > $W/n-fp8.log 2>&1 &
+  nvcc -O3 -std=c++17 -arch=sm_90 $F16F -o $W/n-fp16 wg.cu > $W/n-fp16.log 2>&1 &
+  wait; cd - > /dev/null
+  for n in fp8 fp16; do
+    $W/n-$n 1 8 512 | tail -n 1
+    timeout 120 $NCU --clock-control none --kernel-name sdpa_fwd --launch-skip 8 --launch-count 1 $SECT $W/n-$n 1 8 512 > $O/ncu-$n.txt 2>&1; echo "ncu $n rc $?"
+    grep -E "Grid Size|Block Size|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Instructions  |Warp Cycles Per Issued|No Eligible|Stall" $O/ncu-$n.txt | head -n 16
   done ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac
