@@ -21,6 +21,10 @@
 #      into the proto harness from the flags the space renders (check
 #      --compile-only prints them), one launch of 1x8x512x64 each: how many
 #      instructions each issues, and where the time goes.
+#   long: a 420 s fp8 tune of 4x16x2048x64 (about four times the longest
+#      before), seeded with the tuned best of
+#      results/2026-11-26-h100-fp8-profile, and its bench beside the tuned
+#      fp16 archive of results/2026-11-22-h100-retune.
 # bin/evotune (CGO_ENABLED=1) and bin/runner.test are built on the
 # development machine; EVOTUNE_COMMIT names the commit.
 set -u
@@ -96,5 +100,12 @@ ncu)
     timeout 120 $NCU --clock-control none --kernel-name sdpa_fwd --launch-skip 8 --launch-count 1 $SECT $W/n-$n 1 8 512 > $O/ncu-$n.txt 2>&1; echo "ncu $n rc $?"
     grep -E "Grid Size|Block Size|Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Instructions  |Warp Cycles Per Issued|No Eligible|Stall" $O/ncu-$n.txt | head -n 16
   done ;;
+long)
+  $B tune --dtype fp8 --shape 4x16x2048x64 --budget 420s --seed-config block_m=128,warps=4,block_n=64,stages=3,min_blocks_per_sm=2,pv_fp8=0,pv_accum=0,wgmma=qk \
+    --archive $W/fp8-long > $O/tune-long.out 2> $O/tune-long.err; echo "tune rc $?"
+  tail -n 14 $O/tune-long.out
+  $B bench --archive $W/fp8-long --baseline-archive results/2026-11-22-h100-retune/archive-long64 --shapes 4x16x2048x64 --out $W/bench-long > /dev/null 2> $O/bench-long.err; echo "bench rc $?"
+  cp $W/bench-long/bench.md $O/bench-long.md; cat $O/bench-long.md
+  mkdir -p $O/fp8-long; cp $W/fp8-long/meta.json $O/fp8-long/; gzip -c $W/fp8-long/results.jsonl > $O/fp8-long/results.jsonl.gz ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac
