@@ -84,9 +84,11 @@ func sdpaFP8Knobs(d int, arch string) []space.Knob {
 // widened to fp16 once per CTA and K's in registers per tile, each k32 step
 // two m16n8k16 fp16 MMAs summed in fp32 (exact: E4M3 is a subset of fp16).
 // On sm_90 the E4M3 mma.sync is itself unpacked to fp16 HMMA by ptxas, Q's
-// fragments again every tile, with each k16 half into a zeroed accumulator
-// and FADDs after: this does the same work with Q widened once and the
-// HMMAs chained. On sm_89 it trades the native E4M3 rate for fp16's (half)
+// fragments again every tile (and with nvcc 12.4 each k16 half into a
+// zeroed accumulator, FADDs after): this does the same work with Q widened
+// once and the HMMAs chained. On the H100 the search kept it at the short
+// shape, where wgmma does not reach (results/2026-11-26-h100-qkf16). On
+// sm_89 it trades the native E4M3 rate for fp16's (half)
 // and exact sums, so the search and the gate decide there. It needs Q in
 // registers (widened once) and mma.sync (wgmma=qk replaces the product).
 func qkF16Knob() space.Knob {
