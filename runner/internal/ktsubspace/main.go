@@ -20,8 +20,15 @@
 //
 //	go run ./runner/internal/ktsubspace -in FILE.json.gz -split DIR [-min-valid N] [-min-product N] [-largest]
 //
-// The split mode names its files FILE-KNOB-VALUE.json.gz and prints a table
-// of what it wrote. Each file written is read back through runner's Kernel
+// The file without the value that holds its optimum, for each tune
+// parameter of three or more values (spaces nearly as large as the file,
+// each with an optimum of its own, for budgets at which a one-value
+// subspace is largely swept):
+//
+//	go run ./runner/internal/ktsubspace -in FILE.json.gz -drop DIR
+//
+// The split mode names its files FILE-KNOB-VALUE.json.gz, the drop mode
+// FILE-without-KNOB-VALUE.json.gz; both print a table of what they wrote. Each file written is read back through runner's Kernel
 // Tuner reader and compared with the configs of the whole file that have
 // the value, so a subspace that evotune would read differently is an
 // error, not a silent difference.
@@ -57,6 +64,7 @@ func main() {
 type options struct {
 	in, fix, out string
 	split        string
+	drop         string
 	minValid     int
 	minProduct   uint64
 	largest      bool
@@ -70,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	flags.StringVar(&opt.fix, "fix", "", "the tune parameter to fix and its value, as `KNOB=VALUE`")
 	flags.StringVar(&opt.out, "out", "", "subspace `file` to write (.gz: gzip-compressed)")
 	flags.StringVar(&opt.split, "split", "", "write every subspace that qualifies into `dir` instead of one")
+	flags.StringVar(&opt.drop, "drop", "", "write into `dir`, for each tune parameter of three or more values, the file without the value that holds its optimum")
 	flags.IntVar(&opt.minValid, "min-valid", 100, "with -split: the fewest timed configs a subspace may hold")
 	flags.Uint64Var(&opt.minProduct, "min-product", 0, "with -split: the fewest configs a subspace's full product may hold")
 	flags.BoolVar(&opt.largest, "largest", false, "with -split: for each tune parameter, only the qualifying subspace with the most timed configs")
@@ -81,6 +90,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if opt.in == "" {
 		return errors.New("-in is required: the Kernel Tuner cache file to take subspaces of")
+	}
+	if opt.drop != "" {
+		if opt.split != "" || opt.fix != "" || opt.out != "" {
+			return errors.New("-drop DIR writes its own files: give it without -fix, -out or -split")
+		}
+		f, err := readCacheFile(opt.in)
+		if err != nil {
+			return err
+		}
+		return drop(f, opt.drop, stdout)
 	}
 	if (opt.split == "") == (opt.fix == "") {
 		return errors.New("give either -fix KNOB=VALUE with -out FILE, or -split DIR")
@@ -202,30 +221,47 @@ func best(k *runner.KTCache, valid []space.Config) (space.Config, float64) {
 // as runner reads it) has it. The subspace holds what writing it needs;
 // write reads it back as evotune does.
 func (f *cacheFile) subspace(knob, value string) (*cacheFile, error) {
+	return f.restrict(knob, value, true)
+}
+
+// without returns the file with value dropped from knob's values: its
+// tune_params list the others, and its cache holds only the entries whose
+// config does not have it.
+func (f *cacheFile) without(knob, value string) (*cacheFile, error) {
+	return f.restrict(knob, value, false)
+}
+
+// restrict keeps, of knob's values, value alone (keep) or every other one.
+func (f *cacheFile) restrict(knob, value string, keep bool) (*cacheFile, error) {
 	raws, ok := f.params[knob]
 	if !ok || !slices.Contains(f.keys, knob) {
 		return nil, fmt.Errorf("%s: %s is not a tune parameter (%s)", f.path, knob, strings.Join(f.keys, ", "))
 	}
-	var kept json.RawMessage
+	var kept []json.RawMessage
 	var values []string
+	found := false
 	for _, raw := range raws {
 		v, err := runner.KTValue(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: tune parameter %s: %w", f.path, knob, err)
 		}
 		values = append(values, v)
-		if v == value {
-			kept = raw
+		found = found || v == value
+		if (v == value) == keep {
+			kept = append(kept, raw)
 		}
 	}
-	if kept == nil {
+	if !found {
 		return nil, fmt.Errorf("%s: %s has no value %s (its values: %s)", f.path, knob, value, strings.Join(values, ", "))
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("%s: %s has no value but %s", f.path, knob, value)
 	}
 	sub := &cacheFile{path: f.path, keys: f.keys, top: maps.Clone(f.top), params: maps.Clone(f.params),
 		entries: make(map[string]json.RawMessage), configs: make(map[string]space.Config)}
-	sub.params[knob] = []json.RawMessage{kept}
+	sub.params[knob] = kept
 	for key, raw := range f.entries {
-		if f.configs[key][knob] == value {
+		if (f.configs[key][knob] == value) == keep {
 			sub.entries[key], sub.configs[key] = raw, f.configs[key]
 		}
 	}
@@ -266,6 +302,12 @@ func (f *cacheFile) encode(gz bool) ([]byte, error) {
 // reader and checks it against full, the whole file: the same timed
 // configs with knob=value, and each with the same time.
 func (f *cacheFile) write(path string, full *cacheFile, knob, value string) (stats, error) {
+	return f.writeAs(path, full, knob, value, true)
+}
+
+// writeAs is write for a subspace (keep: knob fixed at value) or for the
+// file without value (keep false).
+func (f *cacheFile) writeAs(path string, full *cacheFile, knob, value string, keep bool) (stats, error) {
 	data, err := f.encode(strings.HasSuffix(path, ".gz"))
 	if err != nil {
 		return stats{}, fmt.Errorf("encoding %s: %w", path, err)
@@ -279,13 +321,17 @@ func (f *cacheFile) write(path string, full *cacheFile, knob, value string) (sta
 	}
 	var want []space.Config
 	for _, c := range full.valid {
-		if c[knob] == value {
+		if (c[knob] == value) == keep {
 			want = append(want, c)
 		}
 	}
 	got := sub.Valid()
 	if len(got) != len(want) {
-		return stats{}, fmt.Errorf("%s reads back with %d timed configs; the whole file has %d with %s=%s", path, len(got), len(want), knob, value)
+		rel := "="
+		if !keep {
+			rel = "≠"
+		}
+		return stats{}, fmt.Errorf("%s reads back with %d timed configs; the whole file has %d with %s%s%s", path, len(got), len(want), knob, rel, value)
 	}
 	ctx := context.Background()
 	for i, c := range got {
@@ -364,6 +410,37 @@ func split(f *cacheFile, opt options, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "| %s | %s=%s | %d | %d | %.1f | %.3f | %d |\n", filepath.Base(path), c.knob, c.value, st.product, st.timed, st.optimum, f.optimum/st.optimum, st.within)
+	}
+	return nil
+}
+
+// drop writes into dir, for each tune parameter of f with three or more
+// values, f without the value of f's optimum (FILE-without-KNOB-VALUE), and
+// prints a table of them: spaces nearly as large as the file, each with an
+// optimum of its own.
+func drop(f *cacheFile, dir string, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f.path), ".gz"), ".json")
+	fmt.Fprintf(stdout, "%s: %d configs in the product, %d timed, optimum %.1f µs\n", f.path, f.product(), f.full.Timed(), f.optimum)
+	fmt.Fprintln(stdout, "| file | dropped | product | timed | optimum µs | file's optimum ÷ this | within 2% |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	for _, p := range f.full.Params() {
+		if len(p.Values) < 3 {
+			continue
+		}
+		v := f.best[p.Name]
+		path := filepath.Join(dir, fmt.Sprintf("%s-without-%s-%s.json.gz", base, fileSafe(p.Name), fileSafe(v)))
+		sub, err := f.without(p.Name, v)
+		if err != nil {
+			return err
+		}
+		st, err := sub.writeAs(path, f, p.Name, v, false)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "| %s | %s=%s | %d | %d | %.1f | %.3f | %d |\n", filepath.Base(path), p.Name, v, st.product, st.timed, st.optimum, f.optimum/st.optimum, st.within)
 	}
 	return nil
 }

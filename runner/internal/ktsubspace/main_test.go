@@ -238,3 +238,36 @@ func TestSplitTiny(t *testing.T) {
 		})
 	}
 }
+
+func TestDropTiny(t *testing.T) {
+	in := writeTiny(t)
+	dir := t.TempDir()
+	var stdout bytes.Buffer
+	// The optimum is 2,x,true: a is the one parameter of three values, so
+	// one file, without a=2, holding a=1's two timed configs and a=3's one.
+	if err := run([]string{"-in", in, "-drop", dir}, &stdout, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "tiny-without-a-2.json.gz" {
+		t.Fatalf("wrote %v, want tiny-without-a-2.json.gz\n%s", entries, stdout.String())
+	}
+	k, err := runner.LoadKTCache(filepath.Join(dir, entries[0].Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Timed() != 3 {
+		t.Errorf("%d timed configs, want 3", k.Timed())
+	}
+	for _, p := range k.Params() {
+		if p.Name == "a" && !slices.Equal(p.Values, []string{"1", "3"}) {
+			t.Errorf("a has values %v, want [1 3]", p.Values)
+		}
+	}
+	if err := run([]string{"-in", in, "-drop", dir, "-split", dir}, &stdout, &stdout); err == nil {
+		t.Error("-drop with -split: no error")
+	}
+}
