@@ -901,50 +901,48 @@ __device__ __forceinline__ void qk_product(T (&c)[MT][NT][4], T init, const QFra
         const bool fresh = kQKAccum && kt > 0;
         auto& d = fresh ? t : c;
         if (fresh) fill_scores(t, T(0));
-        if constexpr (kQKF16) {
-            // Each k32 step as two m16n8k16 fp16 MMAs, h = 0 over the step's
-            // first 16 positions of D. In both A and B a thread's fp16 pair
-            // (2t, 2t+1) of step h takes E4M3 bytes 0 and 1 of its register
-            // for h, the pair (2t+8, 2t+9) bytes 2 and 3, so every product
-            // pairs Q and K at the same position of D: the sum is the E4M3
-            // product's, in fp32.
-#pragma unroll
-            for (int np = 0; np < NT / 2; ++np) {
-                uint32_t b[4], bh[4][2];
-                ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
-#pragma unroll
-                for (int r = 0; r < 4; ++r) widen_e4m3x4(b[r], bh[r][0], bh[r][1]);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const uint32_t a[4] = {qf[mt][kt][4 * h], qf[mt][kt][4 * h + 1], qf[mt][kt][4 * h + 2],
-                                               qf[mt][kt][4 * h + 3]};
-                        mma16816_f16(d[mt][2 * np], a, bh[h][0], bh[h][1]);
-                        mma16816_f16(d[mt][2 * np + 1], a, bh[2 + h][0], bh[2 + h][1]);
-                    }
-            }
-            if (fresh) add_scores(c, t);
-            continue;
-        }
         uint32_t a[MT][4];
+        if constexpr (!kQKF16) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            if constexpr (kQInRegs) {
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (kQInRegs) {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kt][e];
-            } else {
-                load_q_frag(a[mt], sq, qa, wm, mt, kt, lane);
+                    for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kt][e];
+                } else {
+                    load_q_frag(a[mt], sq, qa, wm, mt, kt, lane);
+                }
             }
         }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
             uint32_t b[4];
             ldsm_x4(b, kstep(ka + np * 16 * kRowBytes, sk, krow + np * 16, kcol, kt));
+            if constexpr (kQKF16) {
+                // Each k32 step as two m16n8k16 fp16 MMAs, h = 0 over the
+                // step's first 16 positions of D, Q's fragments widened
+                // once (load_q_regs). In both A and B a thread's fp16 pair
+                // (2t, 2t+1) of step h takes E4M3 bytes 0 and 1 of its
+                // register for h, the pair (2t+8, 2t+9) bytes 2 and 3, so
+                // every product pairs Q and K at the same position of D: the
+                // sum is the E4M3 product's, in fp32.
+                uint32_t bh[4][2];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma_qk(d[mt][2 * np], a[mt], b[0], b[1]);
-                mma_qk(d[mt][2 * np + 1], a[mt], b[2], b[3]);
+                for (int r = 0; r < 4; ++r) widen_e4m3x4(b[r], bh[r][0], bh[r][1]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const uint32_t qa4[4] = {qf[mt][kt][4 * h], qf[mt][kt][4 * h + 1], qf[mt][kt][4 * h + 2],
+                                                 qf[mt][kt][4 * h + 3]};
+                        mma16816_f16(d[mt][2 * np], qa4, bh[h][0], bh[h][1]);
+                        mma16816_f16(d[mt][2 * np + 1], qa4, bh[2 + h][0], bh[2 + h][1]);
+                    }
+            } else {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_qk(d[mt][2 * np], a[mt], b[0], b[1]);
+                    mma_qk(d[mt][2 * np + 1], a[mt], b[2], b[3]);
+                }
             }
         }
         if (fresh) add_scores(c, t);
