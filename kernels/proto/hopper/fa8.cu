@@ -27,7 +27,8 @@
 // warpgroups: 64 or 128 query rows a CTA), STAGES (2..), CAUSAL, PINGPONG,
 // QK_SPLIT (each k32 step of Q K^T in a fresh accumulator, summed in fp32:
 // the E4M3 wgmma loses bits when it adds onto its accumulator, which failed
-// the gate at input scale 16; kernels/NOTES.md), PV_ACCUM (each tile's P V in a
+// the gate at input scale 16; kernels/NOTES.md; 2: one extra accumulator,
+// reused step by step, for D=128 with 128-key tiles), PV_ACCUM (each tile's P V in a
 // fresh accumulator, added into O in fp32).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -70,6 +71,7 @@ static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
 static_assert(NCW == 1 || NCW == 2, "NCW is 1 or 2");
 static_assert(!PINGPONG || NCW == 2, "PINGPONG takes two consumer warpgroups");
 static_assert(STAGES >= 2, "STAGES >= 2");
+static_assert(QK_SPLIT >= 0 && QK_SPLIT <= 2, "QK_SPLIT is 0, 1 or 2");
 
 constexpr int BM = 64 * NCW;
 constexpr int kThreads = 128 * (NCW + 1);
@@ -291,7 +293,10 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
         for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
     float sc[NB][4];
 #if QK_SPLIT
-    float st[KT - 1][NB][4];
+    // QK_SPLIT=1: a fresh accumulator per k32 step after the first; 2: one,
+    // reused (steps 2.. are issued after the first two land, one at a time).
+    constexpr int kST = QK_SPLIT == 1 ? KT - 1 : 1;
+    float st[kST][NB][4];
 #endif
     uint32_t pa[PK][4];
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f};
@@ -302,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 #if QK_SPLIT
         mma_ss(sc, qdesc, desc<HD>(sk), 0);
 #pragma unroll
-        for (int k = 1; k < KT; ++k) mma_ss(st[k - 1], qdesc + (k * 32 >> 4), desc<HD>(sk + k * 32), 0);
+        for (int k = 1; k < 1 + kST; ++k) mma_ss(st[k - 1], qdesc + (k * 32 >> 4), desc<HD>(sk + k * 32), 0);
 #else
 #pragma unroll
         for (int k = 0; k < KT; ++k) mma_ss(sc, qdesc + (k * 32 >> 4), desc<HD>(sk + k * 32), k > 0);
@@ -329,13 +334,30 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
         pin(sc);
 #if QK_SPLIT
 #pragma unroll
-        for (int k = 0; k < KT - 1; ++k) pin(st[k]);
+        for (int k = 0; k < kST; ++k) pin(st[k]);
 #pragma unroll
-        for (int k = 0; k < KT - 1; ++k)
+        for (int k = 0; k < kST; ++k)
 #pragma unroll
             for (int i = 0; i < NB; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) sc[i][e] += st[k][i][e];
+#if QK_SPLIT == 2
+        // The remaining steps, one at a time into st (this waits for the
+        // P V in flight as well).
+        const uint32_t sk = sring + (j % STAGES) * kStageBytes;
+#pragma unroll
+        for (int k = 2; k < KT; ++k) {
+            wg_fence();
+            mma_ss(st[0], qdesc + (k * 32 >> 4), desc<HD>(sk + k * 32), 0);
+            wg_commit();
+            wg_wait<0>();
+            pin(st[0]);
+#pragma unroll
+            for (int i = 0; i < NB; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sc[i][e] += st[0][i][e];
+        }
+#endif
 #endif
         const int n0 = j * BN;
         if (n0 + BN > p.s || (CAUSAL && n0 + BN - 1 > m0 + cw * 64)) {
