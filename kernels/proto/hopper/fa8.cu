@@ -258,23 +258,32 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
             const bool ok = m0 + r < p.s;
             cp16(sq + swz<HD>(r, ch), qg + (size_t)(ok ? m0 + r : 0) * HD + ch * 16, ok);
         }
+        // A thread copies the same chunk of rows tid / CPR + RPI * it of every
+        // tile: rows RPI apart share their swizzle and their place in perm, so
+        // the offsets are fixed per thread and only the tile's base moves.
+        constexpr int kCPR = HD / 16, kRPI = 128 / kCPR;   // K: chunks a row, rows an iteration
+        constexpr int vCPR = BN / 16, vRPI = 128 / vCPR;   // V^T
+        static_assert(kRPI % 16 == 0 && vRPI % 8 == 0, "rows an iteration keep swizzle and perm");
+        const int kr = tid / kCPR, kch = tid % kCPR, vd = tid / vCPR, vch = tid % vCPR;
+        const uint32_t kdst = swz<HD>(kr, kch), vdst = swz<BN>(vd, vch);
+        const int kkey = perm(kr);
+        const uint8_t* ksrc = kg + (size_t)kkey * HD + kch * 16;
+        const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
         for (int j = 0; j < n; ++j) {
             const int s = j % STAGES;
             if (j >= STAGES) bar_wait(empty + 8 * s, ((j / STAGES) - 1) & 1);
             const uint32_t sk = sring + s * kStageBytes, sv = sk + kKBytes;
             const int n0 = j * BN;
-            for (int i = tid; i < BN * HD / 16; i += 128) {
-                const int r = i / (HD / 16), ch = i % (HD / 16);
-                const int key = n0 + perm(r);
+#pragma unroll
+            for (int it = 0; it < BN / kRPI; ++it) {
+                const int key = n0 + kkey + it * kRPI;
                 const bool ok = key < p.s;
-                cp16(sk + swz<HD>(r, ch), kg + (size_t)(ok ? key : 0) * HD + ch * 16, ok);
+                cp16(sk + kdst + it * kRPI * HD, ok ? ksrc + (size_t)(n0 + it * kRPI) * HD : kg, ok);
             }
-            for (int i = tid; i < HD * BN / 16; i += 128) {
-                const int d = i / (BN / 16), ch = i % (BN / 16);
-                const int key = n0 + ch * 16;
-                const bool ok = key < p.sp;
-                cp16(sv + swz<BN>(d, ch), vg + (size_t)d * p.sp + (ok ? key : 0), ok);
-            }
+            const bool vok = n0 + vch * 16 < p.sp;
+#pragma unroll
+            for (int it = 0; it < HD / vRPI; ++it)
+                cp16(sv + vdst + it * vRPI * BN, vok ? vsrc + (size_t)it * vRPI * p.sp + n0 : vg, vok);
             bar_arrive_cp(full + 8 * s);
         }
         return;

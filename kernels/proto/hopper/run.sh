@@ -10,7 +10,7 @@ NVCC=${NVCC:-nvcc}
 STEP=${1:-first}
 mapfile -t V < "steps/$STEP.txt"
 read -r -a CHECK < "steps/$STEP.check"
-echo "step $STEP $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) $($NVCC --version | tail -1)"
+echo "step $STEP $(date -u +%FT%TZ) commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) $($NVCC --version | tail -1)"
 for v in "${V[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
   $NVCC -O3 -std=c++17 -use_fast_math -gencode arch=compute_90a,code=sm_90a -Xptxas -v $mac -o "$T/$name" fa8.cu > "$T/$name.log" 2>&1 &
