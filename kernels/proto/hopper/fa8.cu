@@ -65,6 +65,9 @@
 #ifndef PV_ACCUM
 #define PV_ACCUM 0
 #endif
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
 
 static_assert(HD == 64 || HD == 128, "HD is 64 or 128");
 static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
@@ -83,8 +86,8 @@ constexpr int kQBytes = BM * HD;
 constexpr int kKBytes = BN * HD;
 constexpr int kVBytes = HD * BN;
 constexpr int kStageBytes = kKBytes + kVBytes;
-constexpr int kBarOff = kQBytes + STAGES * kStageBytes;
-constexpr int kSmemBytes = kBarOff + 2 * STAGES * 8 + 1024;  // + alignment slack
+constexpr int kBarOff = 2 * kQBytes + STAGES * kStageBytes;
+constexpr int kSmemBytes = kBarOff + 2 * STAGES * 8 + 32 + 1024;  // + alignment slack
 
 struct Params {
     const uint8_t* q;   // [BH][S][HD] E4M3
@@ -227,21 +230,31 @@ constexpr float kPBias = 8.f;
 __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    const uint32_t sq = smem_u32(smem);
-    const uint32_t sring = sq + kQBytes;
-    const uint32_t full = sq + kBarOff, empty = full + STAGES * 8;
+    const uint32_t sq = smem_u32(smem);  // two Q buffers (work items alternate)
+    const uint32_t sring = sq + 2 * kQBytes;
+    const uint32_t full = sq + kBarOff, empty = full + STAGES * 8, qfull = empty + STAGES * 8, qempty = qfull + 16;
     const int tid = threadIdx.x, wg = tid / 128;
-    const int mtiles = (p.s + BM - 1) / BM;
-    // Causal CTAs longest first.
-    const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int bh = blockIdx.y, m0 = mt * BM;
+    const int mtiles = (p.s + BM - 1) / BM, items = mtiles * p.bh;
     const int ktiles = (p.s + BN - 1) / BN;
-    const int n = CAUSAL ? min(ktiles, (m0 + BM + BN - 1) / BN) : ktiles;
+    // Work item w: causal ones longest first (heads interleaved), the others
+    // a head's query tiles one after another (they share K and V in the L2).
+    // PERSISTENT: gridDim.x CTAs stride over the items; else one item a CTA.
+    auto item = [&](int w, int& m0, int& bh, int& n) {
+        const int mt = CAUSAL ? mtiles - 1 - w / p.bh : w % mtiles;
+        bh = CAUSAL ? w % p.bh : w / mtiles;
+        m0 = mt * BM;
+        n = CAUSAL ? min(ktiles, (m0 + BM + BN - 1) / BN) : ktiles;
+    };
+    const int w0 = blockIdx.x, wstep = PERSISTENT ? gridDim.x : items;
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             bar_init(full + 8 * s, 128);
             bar_init(empty + 8 * s, NCW * 4);
+        }
+        for (int b = 0; b < 2; ++b) {
+            bar_init(qfull + 8 * b, 128);
+            bar_init(qempty + 8 * b, NCW * 4);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -250,56 +263,60 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     if (wg == 0) {
         // Producer: Q with tile 0, then K and V^T a tile a slot.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        const uint8_t* qg = p.q + (size_t)bh * p.s * HD;
-        const uint8_t* kg = p.k + (size_t)bh * p.s * HD;
-        const uint8_t* vg = p.vt + (size_t)bh * HD * p.sp;
-        for (int i = tid; i < BM * HD / 16; i += 128) {
-            const int r = i / (HD / 16), ch = i % (HD / 16);
-            const bool ok = m0 + r < p.s;
-            cp16(sq + swz<HD>(r, ch), qg + (size_t)(ok ? m0 + r : 0) * HD + ch * 16, ok);
-        }
         // A thread copies the same chunk of rows tid / CPR + RPI * it of every
         // tile: rows RPI apart share their swizzle and their place in perm, so
         // the offsets are fixed per thread and only the tile's base moves.
-        constexpr int kCPR = HD / 16, kRPI = 128 / kCPR;   // K: chunks a row, rows an iteration
+        constexpr int kCPR = HD / 16, kRPI = 128 / kCPR;   // K and Q: chunks a row, rows an iteration
         constexpr int vCPR = BN / 16, vRPI = 128 / vCPR;   // V^T
         static_assert(kRPI % 16 == 0 && vRPI % 8 == 0, "rows an iteration keep swizzle and perm");
         const int kr = tid / kCPR, kch = tid % kCPR, vd = tid / vCPR, vch = tid % vCPR;
         const uint32_t kdst = swz<HD>(kr, kch), vdst = swz<BN>(vd, vch);
         const int kkey = perm(kr);
-        const uint8_t* ksrc = kg + (size_t)kkey * HD + kch * 16;
-        const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
-        for (int j = 0; j < n; ++j) {
-            const int s = j % STAGES;
-            if (j >= STAGES) bar_wait(empty + 8 * s, ((j / STAGES) - 1) & 1);
-            const uint32_t sk = sring + s * kStageBytes, sv = sk + kKBytes;
-            const int n0 = j * BN;
+        int g = 0;  // the ring's tile count over every item
+        for (int w = w0, it = 0; w < items; w += wstep, ++it) {
+            int m0, bh, n;
+            item(w, m0, bh, n);
+            const uint8_t* qg = p.q + (size_t)bh * p.s * HD;
+            const uint8_t* kg = p.k + (size_t)bh * p.s * HD;
+            const uint8_t* vg = p.vt + (size_t)bh * HD * p.sp;
+            const int qb = it & 1;
+            if (it >= 2) bar_wait(qempty + 8 * qb, ((it >> 1) - 1) & 1);
 #pragma unroll
-            for (int it = 0; it < BN / kRPI; ++it) {
-                const int key = n0 + kkey + it * kRPI;
-                const bool ok = key < p.s;
-                cp16(sk + kdst + it * kRPI * HD, ok ? ksrc + (size_t)(n0 + it * kRPI) * HD : kg, ok);
+            for (int i = 0; i < BM / kRPI; ++i) {
+                const int r = kr + i * kRPI;
+                const bool ok = m0 + r < p.s;
+                cp16(sq + qb * kQBytes + swz<HD>(r, kch), qg + (size_t)(ok ? m0 + r : 0) * HD + kch * 16, ok);
             }
-            const bool vok = n0 + vch * 16 < p.sp;
+            bar_arrive_cp(qfull + 8 * qb);
+            const uint8_t* ksrc = kg + (size_t)kkey * HD + kch * 16;
+            const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
+            for (int j = 0; j < n; ++j, ++g) {
+                const int s = g % STAGES;
+                if (g >= STAGES) bar_wait(empty + 8 * s, ((g / STAGES) - 1) & 1);
+                const uint32_t sk = sring + s * kStageBytes, sv = sk + kKBytes;
+                const int n0 = j * BN;
 #pragma unroll
-            for (int it = 0; it < HD / vRPI; ++it)
-                cp16(sv + vdst + it * vRPI * BN, vok ? vsrc + (size_t)it * vRPI * p.sp + n0 : vg, vok);
-            bar_arrive_cp(full + 8 * s);
+                for (int i = 0; i < BN / kRPI; ++i) {
+                    const int key = n0 + kkey + i * kRPI;
+                    const bool ok = key < p.s;
+                    cp16(sk + kdst + i * kRPI * HD, ok ? ksrc + (size_t)(n0 + i * kRPI) * HD : kg, ok);
+                }
+                const bool vok = n0 + vch * 16 < p.sp;
+#pragma unroll
+                for (int i = 0; i < HD / vRPI; ++i)
+                    cp16(sv + vdst + i * vRPI * BN, vok ? vsrc + (size_t)i * vRPI * p.sp + n0 : vg, vok);
+                bar_arrive_cp(full + 8 * s);
+            }
         }
         return;
     }
 
     // Consumers.
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(NCW == 2 ? 232 : 240));
-    const int cw = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const int row0 = m0 + cw * 64 + warp * 16 + g;  // and row0 + 8
-    const uint64_t qdesc = desc<HD>(sq + cw * 64 * HD);
-
+    const int cw = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, t4 = lane % 4;
+    int m0, bh, n, row0;  // the work item's (row0 and row0 + 8: this thread's rows)
+    uint64_t qdesc;
     float o[DB][4];
-#pragma unroll
-    for (int i = 0; i < DB; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
     float sc[NB][4];
 #if QK_SPLIT
     // QK_SPLIT=1: a fresh accumulator per k32 step after the first; 2: one,
@@ -308,11 +325,11 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     float st[kST][NB][4];
 #endif
     uint32_t pa[PK][4];
-    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f};
+    float mrow[2], lrow[2], alpha[2];
 
-    // Q K^T of tile j into sc (issued, committed; not waited for).
-    auto issue_qk = [&](int j) {
-        const uint32_t sk = sring + (j % STAGES) * kStageBytes;
+    // Q K^T of ring tile rg into sc (issued, committed; not waited for).
+    auto issue_qk = [&](int rg) {
+        const uint32_t sk = sring + (rg % STAGES) * kStageBytes;
 #if QK_SPLIT
         mma_ss(sc, qdesc, desc<HD>(sk), 0);
 #pragma unroll
@@ -323,12 +340,12 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 #endif
         wg_commit();
     };
-    // P V of tile j into o (issued, committed).
+    // P V of ring tile rg into o (issued, committed).
 #if PV_ACCUM
     float ot[DB][4];
 #endif
-    auto issue_pv = [&](int j) {
-        const uint32_t sv = sring + (j % STAGES) * kStageBytes + kKBytes;
+    auto issue_pv = [&](int rg) {
+        const uint32_t sv = sring + (rg % STAGES) * kStageBytes + kKBytes;
 #pragma unroll
         for (int k = 0; k < PK; ++k)
 #if PV_ACCUM
@@ -338,8 +355,9 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 #endif
         wg_commit();
     };
-    // After Q K^T of tile j landed: mask, online softmax, P (fp32, in sc).
-    auto softmax = [&](int j) {
+    // After Q K^T of the item's tile j (ring tile rg) landed: mask, online
+    // softmax, P (fp32, in sc).
+    auto softmax = [&](int j, int rg) {
         pin(sc);
 #if QK_SPLIT
 #pragma unroll
@@ -353,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 #if QK_SPLIT == 2
         // The remaining steps, one at a time into st (this waits for the
         // P V in flight as well).
-        const uint32_t sk = sring + (j % STAGES) * kStageBytes;
+        const uint32_t sk = sring + (rg % STAGES) * kStageBytes;
 #pragma unroll
         for (int k = 2; k < KT; ++k) {
             wg_fence();
@@ -423,11 +441,11 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
         }
         pin(o);  // the multiplies stay before the next wgmma.fence
     };
-    auto release = [&](int j) {
-        if (lane == 0) bar_arrive(empty + 8 * (j % STAGES));
+    auto release = [&](int rg) {
+        if (lane == 0) bar_arrive(empty + 8 * (rg % STAGES));
     };
-    auto acquire = [&](int j) {
-        bar_wait(full + 8 * (j % STAGES), (j / STAGES) & 1);
+    auto acquire = [&](int rg) {
+        bar_wait(full + 8 * (rg % STAGES), (rg / STAGES) & 1);
         fence_async();
     };
 #if PV_ACCUM
@@ -440,30 +458,60 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     };
 #endif
 
-    // Tile 0.
-    acquire(0);
+    int g = 0;  // the ring's tile count over every item, as the producer's
+    for (int w = w0, it = 0; w < items; w += wstep, ++it) {
+        item(w, m0, bh, n);
+        row0 = m0 + cw * 64 + warp * 16 + (lane / 4);
+        const int qb = it & 1;
+        qdesc = desc<HD>(sq + qb * kQBytes + cw * 64 * HD);
+#pragma unroll
+        for (int i = 0; i < DB; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
+        mrow[0] = mrow[1] = -INFINITY;
+        lrow[0] = lrow[1] = 0.f;
+        alpha[0] = alpha[1] = 1.f;
+        bar_wait(qfull + 8 * qb, (it >> 1) & 1);
+
+        // Tile 0.
+        acquire(g);
 #if PINGPONG
-    if (cw == 1 && n > 1) named_arrive(1);
-#endif
-    wg_fence();
-    issue_qk(0);
-    wg_wait<0>();
-    softmax(0);
-    to_p();
-    for (int j = 1; j < n; ++j) {
-        acquire(j);
-        rescale();
-#if PINGPONG
-        named_sync(1 + cw);
+        if (cw == 1 && n > 1) named_arrive(1);
 #endif
         wg_fence();
-        issue_qk(j);
-        issue_pv(j - 1);
+        issue_qk(g);
+        wg_wait<0>();
+        softmax(0, g);
+        to_p();
+        for (int j = 1; j < n; ++j) {
+            acquire(g + j);
+            rescale();
 #if PINGPONG
-        if (!(cw == 1 && j == n - 1)) named_arrive(2 - cw);
+            named_sync(1 + cw);
 #endif
-        wg_wait<1>();
-        softmax(j);
+            wg_fence();
+            issue_qk(g + j);
+            issue_pv(g + j - 1);
+#if PINGPONG
+            if (!(cw == 1 && j == n - 1)) named_arrive(2 - cw);
+#endif
+            wg_wait<1>();
+            softmax(j, g + j);
+            wg_wait<0>();
+            pin(pa);
+#if PV_ACCUM
+            add_pv();
+#else
+            pin(o);
+#endif
+            release(g + j - 1);
+            to_p();
+        }
+        // Every Q K^T of the item has landed: its Q buffer goes back.
+        if (lane == 0) bar_arrive(qempty + 8 * qb);
+        rescale();
+        wg_fence();
+        issue_pv(g + n - 1);
         wg_wait<0>();
         pin(pa);
 #if PV_ACCUM
@@ -471,34 +519,23 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 #else
         pin(o);
 #endif
-        release(j - 1);
-        to_p();
-    }
-    rescale();
-    wg_fence();
-    issue_pv(n - 1);
-    wg_wait<0>();
-    pin(pa);
-#if PV_ACCUM
-    add_pv();
-#else
-    pin(o);
-#endif
-    release(n - 1);
+        release(g + n - 1);
+        g += n;
 
-    // O / l, in fp16.
+        // O / l, in fp16.
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float l = lrow[r];
-        l += __shfl_xor_sync(0xffffffff, l, 1);
-        l += __shfl_xor_sync(0xffffffff, l, 2);
-        const float inv = l > 0.f ? p.v_scale / l : 0.f;
-        const int row = row0 + r * 8;
-        if (row < p.s) {
-            __half* out = p.o + ((size_t)bh * p.s + row) * HD + 2 * t4;
+        for (int r = 0; r < 2; ++r) {
+            float l = lrow[r];
+            l += __shfl_xor_sync(0xffffffff, l, 1);
+            l += __shfl_xor_sync(0xffffffff, l, 2);
+            const float inv = l > 0.f ? p.v_scale / l : 0.f;
+            const int row = row0 + r * 8;
+            if (row < p.s) {
+                __half* out = p.o + ((size_t)bh * p.s + row) * HD + 2 * t4;
 #pragma unroll
-            for (int i = 0; i < DB; ++i)
-                *(__half2*)(out + i * 8) = __floats2half2_rn(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+                for (int i = 0; i < DB; ++i)
+                    *(__half2*)(out + i * 8) = __floats2half2_rn(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+            }
         }
     }
 }
@@ -560,7 +597,10 @@ static Result run(int b, int h, int s, float in_scale, float sm_mul, bool timeit
     p.qk_scale2 = (float)(tsc[0] * tsc[1] * smscale * 1.4426950408889634);
     p.v_scale = tsc[2];
     CK(cudaFuncSetAttribute(fa8_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    dim3 grid((s + BM - 1) / BM, b * h);
+    const int items = (s + BM - 1) / BM * b * h;
+    int sms;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int grid = PERSISTENT ? std::min(items, sms) : items;
     auto launch = [&] { fa8_fwd<<<grid, kThreads, kSmemBytes>>>(p); };
     launch();
     CK(cudaGetLastError());
@@ -645,8 +685,8 @@ static void report(const char* what, int b, int h, int s, float sc, float sm, co
 }
 
 int main(int argc, char** argv) {
-    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d smem %d\n", HD, BN, NCW, STAGES,
-           CAUSAL, PINGPONG, QK_SPLIT, PV_ACCUM, kSmemBytes);
+    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d smem %d\n", HD, BN, NCW,
+           STAGES, CAUSAL, PINGPONG, QK_SPLIT, PV_ACCUM, PERSISTENT, kSmemBytes);
     bool all = argc < 2 || strcmp(argv[1], "time") != 0;
     if (all) {
         const int shapes[][3] = {{1, 2, 1}, {1, 2, 77}, {1, 3, 500}, {1, 8, 512}, {1, 2, 4096}};

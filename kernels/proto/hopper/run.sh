@@ -28,7 +28,7 @@ done
 wait
 for v in "${V[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
-  echo "--- $name: $mac: $(grep -oE 'Used [0-9]+ registers|[0-9]+ bytes spill stores|C7515' "$T/$name.log" | tr '\n' ' ')"
+  echo "--- $name: $mac: $(grep -oE 'Used [0-9]+ registers|[0-9]+ bytes spill stores|C75[0-9]+' "$T/$name.log" | tr '\n' ' ')"
   [ -x "$T/$name" ] || { grep -m5 error "$T/$name.log"; continue; }
 done
 # Checks through every case, in parallel (CPU reference).
