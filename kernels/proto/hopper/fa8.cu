@@ -399,24 +399,31 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float mx = mrow[r];
+            // Max and sum as trees of independent steps, not one chain.
+            float mv[NB];
 #pragma unroll
-            for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(sc[i][2 * r], sc[i][2 * r + 1]));
+            for (int i = 0; i < NB; ++i) mv[i] = fmaxf(sc[i][2 * r], sc[i][2 * r + 1]);
+#pragma unroll
+            for (int lv = 1; lv < NB; lv *= 2)
+#pragma unroll
+                for (int i = 0; i < NB; i += 2 * lv) mv[i] = fmaxf(mv[i], mv[i + lv]);
+            float mx = fmaxf(mrow[r], mv[0]);
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
             const float mnew = mx == -INFINITY ? 0.f : mx;
             alpha[r] = exp2f((mrow[r] - mnew) * p.qk_scale2);
             mrow[r] = mx;
             const float off = mnew * p.qk_scale2 - kPBias;
-            float sum = 0.f;
+            float ps[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int i = 0; i < NB; ++i)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const float x = exp2f(fmaf(sc[i][2 * r + e], p.qk_scale2, -off));
                     sc[i][2 * r + e] = x;
-                    sum += x;
+                    ps[(2 * i + e) & 3] += x;
                 }
+            const float sum = (ps[0] + ps[1]) + (ps[2] + ps[3]);
             lrow[r] = lrow[r] * alpha[r] + sum;
         }
     };
