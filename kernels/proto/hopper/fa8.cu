@@ -68,6 +68,9 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+#ifndef PREGS
+#define PREGS 40  // the producer's registers (24 or 40); the consumers take the rest
+#endif
 
 static_assert(HD == 64 || HD == 128, "HD is 64 or 128");
 static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
@@ -77,6 +80,10 @@ static_assert(STAGES >= 2, "STAGES >= 2");
 static_assert(QK_SPLIT >= 0 && QK_SPLIT <= 2, "QK_SPLIT is 0, 1 or 2");
 
 constexpr int BM = 64 * NCW;
+// 65,536 registers: the producer's 128 threads keep PREGS, the consumers'
+// 128 * NCW share the rest (a multiple of 8, at most 240).
+constexpr int kConsumerRegs = NCW == 1 ? 240 : (65536 - 128 * PREGS) / 256 / 8 * 8 > 240 ? 240 : (65536 - 128 * PREGS) / 256 / 8 * 8;
+static_assert(PREGS == 24 || PREGS == 40, "PREGS is 24 or 40");
 constexpr int kThreads = 128 * (NCW + 1);
 constexpr int KT = HD / 32;  // k32 steps of Q K^T
 constexpr int NB = BN / 8;   // 8-key column blocks of the scores
@@ -262,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 
     if (wg == 0) {
         // Producer: Q with tile 0, then K and V^T a tile a slot.
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PREGS));
         // A thread copies the same chunk of rows tid / CPR + RPI * it of every
         // tile: rows RPI apart share their swizzle and their place in perm, so
         // the offsets are fixed per thread and only the tile's base moves.
@@ -312,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     }
 
     // Consumers.
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(NCW == 2 ? 232 : 240));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
     const int cw = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, t4 = lane % 4;
     int m0, bh, n, row0;  // the work item's (row0 and row0 + 8: this thread's rows)
     uint64_t qdesc;
@@ -692,8 +699,8 @@ static void report(const char* what, int b, int h, int s, float sc, float sm, co
 }
 
 int main(int argc, char** argv) {
-    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d smem %d\n", HD, BN, NCW,
-           STAGES, CAUSAL, PINGPONG, QK_SPLIT, PV_ACCUM, PERSISTENT, kSmemBytes);
+    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d PREGS=%d smem %d\n", HD,
+           BN, NCW, STAGES, CAUSAL, PINGPONG, QK_SPLIT, PV_ACCUM, PERSISTENT, PREGS, kSmemBytes);
     bool all = argc < 2 || strcmp(argv[1], "time") != 0;
     if (all) {
         const int shapes[][3] = {{1, 2, 1}, {1, 2, 77}, {1, 3, 500}, {1, 8, 512}, {1, 2, 4096}};

@@ -35,7 +35,9 @@ done
 for name in "${CHECK[@]}"; do ( timeout 300 "$T/$name" check > "$T/$name.check" 2>&1 ) & done
 wait
 for name in "${CHECK[@]}"; do echo "=== check $name"; cat "$T/$name.check"; done
+echo "=== checks: $(for n in "${CHECK[@]}"; do cat "$T/$n.check"; done | grep -c '^check') cases, $(for n in "${CHECK[@]}"; do cat "$T/$n.check"; done | grep -c FAIL) FAIL"
 echo "=== timing (L2-warm mean of 200 launches after 20)"
+{
 for v in "${V[@]}" "${F[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
   [ -x "$T/$name" ] || continue
@@ -43,3 +45,6 @@ for v in "${V[@]}" "${F[@]}"; do
   echo "$name: $out"
 done
 python3 torch_sdpa.py
+} | tee "$T/timing.txt"
+echo "=== ratios (one run, one GPU)"
+python3 ratios.py < "$T/timing.txt"
