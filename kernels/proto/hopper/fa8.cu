@@ -554,6 +554,31 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     }
 }
 
+// V [BH][S][HD] -> V^T [BH][HD][Sp] (keys from S to Sp zero): what a caller
+// whose V is not already transposed pays first. A CTA moves 64 keys of one
+// head through shared memory, 16-byte loads and 4-byte stores.
+__global__ void __launch_bounds__(256) vt_transpose(const uint8_t* v, uint8_t* vt, int s, int sp) {
+    __shared__ uint8_t t[64][HD + 4];
+    const int bh = blockIdx.y, k0 = blockIdx.x * 64;
+    const uint8_t* src = v + (size_t)bh * s * HD;
+    for (int i = threadIdx.x; i < 64 * HD / 16; i += 256) {
+        const int r = i / (HD / 16), c = i % (HD / 16);
+        uint4 x = make_uint4(0, 0, 0, 0);
+        if (k0 + r < s) x = *(const uint4*)(src + (size_t)(k0 + r) * HD + c * 16);
+        const uint8_t* b = (const uint8_t*)&x;
+#pragma unroll
+        for (int e = 0; e < 16; ++e) t[r][c * 16 + e] = b[e];
+    }
+    __syncthreads();
+    uint8_t* dst = vt + (size_t)bh * HD * sp;
+    for (int i = threadIdx.x; i < HD * 16; i += 256) {
+        const int d = i / 16, k = (i % 16) * 4;
+        if (k0 + k < sp)
+            *(uint32_t*)(dst + (size_t)d * sp + k0 + k) =
+                t[k][d] | (uint32_t)t[k + 1][d] << 8 | (uint32_t)t[k + 2][d] << 16 | (uint32_t)t[k + 3][d] << 24;
+    }
+}
+
 // ---- host: inputs, reference, check, timing ----
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
 
@@ -681,6 +706,33 @@ static Result run(int b, int h, int s, float in_scale, float sm_mul, bool timeit
         CK(cudaEventElapsedTime(&ms, e0, e1));
         res.us = ms * 1000 / iters;
         CK(cudaGetLastError());
+    }
+    if (timeit) {
+        // The transpose a caller with V in [BH][S][HD] would run first:
+        // checked against the host's V^T, then timed as the kernel is.
+        uint8_t *dv, *dvt2;
+        CK(cudaMalloc(&dv, n));
+        CK(cudaMalloc(&dvt2, vt.size()));
+        CK(cudaMemcpy(dv, bytes[2].data(), n, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dvt2, 0xAB, vt.size()));
+        dim3 tg((sp + 63) / 64, b * h);
+        auto tr = [&] { vt_transpose<<<tg, 256>>>(dv, dvt2, s, sp); };
+        tr();
+        CK(cudaDeviceSynchronize());
+        std::vector<uint8_t> got(vt.size());
+        CK(cudaMemcpy(got.data(), dvt2, got.size(), cudaMemcpyDeviceToHost));
+        const bool same = got == vt;
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+        for (int it = 0; it < 20; it++) tr();
+        CK(cudaEventRecord(e0));
+        for (int it = 0; it < iters; it++) tr();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("V transpose %dx%dx%dx%d: %s, %.2f us\n", b, h, s, d, same ? "matches the host's V^T" : "WRONG", ms * 1000 / iters);
+        cudaFree(dv); cudaFree(dvt2);
     }
     cudaFree(dqp); cudaFree(dkp); cudaFree(dvp); cudaFree(dout);
     return res;

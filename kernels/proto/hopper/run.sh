@@ -15,11 +15,13 @@ for v in "${V[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
   $NVCC -O3 -std=c++17 -use_fast_math -gencode arch=compute_90a,code=sm_90a -Xptxas -v $mac -o "$T/$name" fa8.cu > "$T/$name.log" 2>&1 &
 done
-# The tuned fp16 bests (results/2026-11-22-h100-retune), as kernels/proto/wgmma/run.sh builds them.
+# The tuned fp16 bests (results/2026-11-22-h100-retune, as kernels/proto/wgmma/run.sh builds them; the short
+# shape's from results/2026-11-26-h100-qkf16/run.sh).
 mapfile -t F <<'F'
 f16best64|-DSDPA_BLOCK_M=128 -DSDPA_STAGES=3 -DSDPA_KV_SWIZZLE=0|4 16 2048
 f16best128|-DSDPA_HEAD_DIM=128 -DSDPA_BLOCK_M=128 -DSDPA_BLOCK_N=32 -DSDPA_Q_IN_REGS=0 -DSDPA_MIN_BLOCKS=2|4 16 2048
 f16bestcausal|-DSDPA_CAUSAL=1 -DSDPA_BLOCK_M=128|8 16 4096
+f16bestshort|-DSDPA_BLOCK_M=32 -DSDPA_WARPS=8 -DSDPA_BLOCK_N=256 -DSDPA_STAGES=3|1 8 512
 F
 for f in "${F[@]}"; do
   IFS='|' read -r name mac shape <<<"$f"
@@ -41,7 +43,10 @@ echo "=== timing (L2-warm mean of 200 launches after 20)"
 for v in "${V[@]}" "${F[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
   [ -x "$T/$name" ] || continue
-  case $name in f16*) out=$(timeout 120 "$T/$name" $shape | tail -1) ;; *) out=$(timeout 120 "$T/$name" time $shape | tail -1) ;; esac
+  case $name in
+  f16*) out=$(timeout 120 "$T/$name" $shape | tail -1) ;;
+  *) full=$(timeout 120 "$T/$name" time $shape); echo "$full" | grep "^V transpose" | sed "s/^/$name: /"; out=$(echo "$full" | tail -1) ;;
+  esac
   echo "$name: $out"
 done
 python3 torch_sdpa.py
