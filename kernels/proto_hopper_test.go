@@ -1,0 +1,220 @@
+package kernels
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// protoHopperBase is the D=64 build of kernels/proto/hopper that the
+// device runs chose (results/2026-11-26-h100-fa8proto: s6n).
+var protoHopperBase = []string{"-DHD=64", "-DBN=128", "-DNCW=2", "-DSTAGES=6", "-DPINGPONG=0", "-DPERSISTENT=1", "-DQK_SPLIT=1",
+	"-DPV_ACCUM=0", "-DCAUSAL=0", "-DPREGS=40"}
+
+// TestProtoHopperBuilds compiles the Hopper-native fp8 prototype
+// (kernels/proto/hopper/fa8.cu, sm_90a) the way its run.sh does, for the
+// builds its device runs kept and for one change of each macro from the
+// chosen D=64 build, and checks what the device runs rely on but cannot
+// see: both products are E4M3 warpgroup MMAs (QGMMA, no synchronous tensor
+// instruction), ptxas did not serialise them for a non-wgmma write to an
+// accumulator (C7515: that was a 30% loss before the accumulators were
+// pinned), no instruction writes P's registers while the P V that reads
+// them is in flight, and every macro changes the machine code.
+func TestProtoHopperBuilds(t *testing.T) {
+	cc := newFP8Compiler(t)
+	if cc.objdmp == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no cuobjdump beside the fp8 nvcc, and CI's (.ci/nvcc12) has one")
+		}
+		t.Skip("no cuobjdump beside the fp8 nvcc: the SASS cannot be read")
+	}
+	// Read here and compiled from a copy, so that the test's cached result
+	// goes stale when the source changes.
+	code, err := os.ReadFile(filepath.Join("proto", "hopper", "fa8.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(cc.dir, "fa8.cu")
+	if err := os.WriteFile(src, code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type build struct {
+		sass, ptxas string
+		err         error
+		once        sync.Once
+	}
+	var mu sync.Mutex
+	builds := map[string]*build{}
+	slots := make(chan struct{}, 2)
+	compile := func(flags []string) *build {
+		key := strings.Join(flags, " ")
+		mu.Lock()
+		b, ok := builds[key]
+		if !ok {
+			b = &build{}
+			builds[key] = b
+		}
+		n := len(builds)
+		mu.Unlock()
+		b.once.Do(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			out := filepath.Join(cc.dir, fmt.Sprintf("hopper%d.cubin", n))
+			args := append([]string{"-O3", "-std=c++17", "-use_fast_math", "-gencode", "arch=compute_90a,code=sm_90a",
+				"-Xptxas", "-v", "-cubin", "-o", out}, flags...)
+			log, err := exec.Command(cc.nvcc, append(args, src)...).CombinedOutput()
+			b.ptxas = string(log)
+			if err != nil {
+				b.err = fmt.Errorf("nvcc %s: %v\n%s", key, err, log)
+				return
+			}
+			sass, err := exec.Command(cc.objdmp, "-sass", out).Output()
+			if err != nil {
+				b.err = fmt.Errorf("cuobjdump -sass %s: %v", out, err)
+				return
+			}
+			b.sass = string(sass)
+		})
+		return b
+	}
+	with := func(changes ...string) []string {
+		flags := append([]string(nil), protoHopperBase...)
+		for _, c := range changes {
+			name, _, _ := strings.Cut(c, "=")
+			for i, f := range flags {
+				if strings.HasPrefix(f, name+"=") {
+					flags[i] = c
+				}
+			}
+		}
+		return flags
+	}
+
+	t.Run("kept", func(t *testing.T) {
+		for _, k := range []struct {
+			name     string
+			flags    []string
+			serialOK bool // QK_SPLIT=2 at D=128: ptxas serialises for registers (C7512), measured and kept
+		}{
+			{"s6n", with(), false},
+			{"c6n causal", with("-DCAUSAL=1"), false},
+			{"d128x2s4p", with("-DHD=128", "-DSTAGES=4", "-DQK_SPLIT=2", "-DPINGPONG=1"), true},
+			{"sh1s4 one consumer", with("-DNCW=1", "-DSTAGES=4", "-DPERSISTENT=0"), false},
+		} {
+			t.Run(strings.ReplaceAll(k.name, " ", "_"), func(t *testing.T) {
+				t.Parallel()
+				b := compile(k.flags)
+				if b.err != nil {
+					t.Fatal(b.err)
+				}
+				ops := sassOps([]byte(b.sass))
+				if ops["QGMMA"] == 0 || ops["HMMA"]+ops["QMMA"]+ops["HGMMA"] != 0 {
+					t.Errorf("want E4M3 warpgroup MMAs only, got %v", ops)
+				}
+				if strings.Contains(b.ptxas, "C7515") || !k.serialOK && strings.Contains(b.ptxas, "C751") {
+					t.Errorf("ptxas serialises the warpgroup MMAs:\n%s", b.ptxas)
+				}
+				if bad := inFlightAClobbered([]byte(b.sass)); len(bad) > 0 {
+					t.Errorf("P's registers written while P V reads them:\n%s", strings.Join(bad, "\n"))
+				}
+			})
+		}
+	})
+
+	t.Run("macros", func(t *testing.T) {
+		for _, c := range []string{"-DBN=64", "-DSTAGES=4", "-DPINGPONG=1", "-DQK_SPLIT=0", "-DPERSISTENT=0", "-DPV_ACCUM=1",
+			"-DPREGS=24", "-DCAUSAL=1", "-DHD=128"} {
+			t.Run(strings.TrimPrefix(c, "-D"), func(t *testing.T) {
+				t.Parallel()
+				base, changed := compile(with()), compile(with(c))
+				for _, b := range []*build{base, changed} {
+					if b.err != nil {
+						t.Fatal(b.err)
+					}
+				}
+				if stripAddrs(base.sass) == stripAddrs(changed.sass) {
+					t.Errorf("%s leaves the SASS unchanged", c)
+				}
+			})
+		}
+	})
+}
+
+// stripAddrs drops the header lines (file names, the build's identity) so
+// that two builds compare by their code.
+func stripAddrs(sass string) string {
+	var b bytes.Buffer
+	for _, line := range strings.Split(sass, "\n") {
+		if strings.Contains(line, "/*") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// inFlightAClobbered reports every write to the A registers of a warpgroup
+// MMA with A from registers (P in P V) between that MMA and the next wait
+// for every group (WARPGROUP.DEPBAR.LE gsb0, 0x0), in address order: the
+// MMA reads them asynchronously until then.
+func inFlightAClobbered(sass []byte) []string {
+	insts := parseSASS(sass)
+	var bad []string
+	for i, in := range insts {
+		if !strings.HasPrefix(in.op, "QGMMA") || len(in.args) < 2 {
+			continue
+		}
+		m := sassRegRE.FindStringSubmatch(in.args[1])
+		if m == nil {
+			continue // A from shared memory
+		}
+		a, _ := strconv.Atoi(m[1])
+		for _, w := range insts[i+1:] {
+			if w.fn != in.fn {
+				break
+			}
+			if strings.HasPrefix(w.op, "WARPGROUP.DEPBAR") && len(w.args) == 2 && w.args[1] == "0x0" {
+				break
+			}
+			if strings.HasPrefix(w.op, "QGMMA") {
+				continue // the MMAs of the same batch write accumulators
+			}
+			for _, r := range sassDest(w) {
+				if r >= a && r < a+4 {
+					bad = append(bad, fmt.Sprintf("%04x %s %s writes R%d, A of the %s at %04x", w.addr, w.op,
+						strings.Join(w.args, ", "), r, in.op, in.addr))
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// TestInFlightAClobbered pins the check on three hand-written sequences: a
+// write to P's registers before the wait for every group is flagged, the
+// same write after it is not, and so is a write to a register beside them.
+func TestInFlightAClobbered(t *testing.T) {
+	head := "        /*0100*/                   QGMMA.64x64x32.F32.E4M3.E4M3 R24, R196, gdesc[UR4], R24, gsb0 ;\n"
+	wait := "        /*0120*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
+	write := func(addr, reg string) string {
+		return "        /*" + addr + "*/                   F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C " + reg + ", R10, R11, RZ ;\n"
+	}
+	for _, c := range []struct {
+		name, sass string
+		want       int
+	}{
+		{"before the wait", head + write("0110", "R198") + wait, 1},
+		{"after the wait", head + wait + write("0130", "R198"), 0},
+		{"beside P", head + write("0110", "R200") + wait, 0},
+	} {
+		if got := inFlightAClobbered([]byte(c.sass)); len(got) != c.want {
+			t.Errorf("%s: %d findings %v, want %d", c.name, len(got), got, c.want)
+		}
+	}
+}
