@@ -91,6 +91,21 @@ func newFP8Compiler(t *testing.T) *compiler {
 	return newCompilerWith(t, nvcc, objdump)
 }
 
+// newFP8SASSCompiler is newFP8Compiler for tests that read the SASS: they
+// skip without a cuobjdump beside the fp8 nvcc, and fail so in CI, whose
+// (.ci/nvcc12) has one.
+func newFP8SASSCompiler(t *testing.T) *compiler {
+	t.Helper()
+	cc := newFP8Compiler(t)
+	if cc.objdmp == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no cuobjdump beside the fp8 nvcc, and CI's (.ci/nvcc12) has one")
+		}
+		t.Skip("no cuobjdump beside the fp8 nvcc: the SASS cannot be read")
+	}
+	return cc
+}
+
 func newCompilerWith(t *testing.T, nvcc, objdump string) *compiler {
 	t.Helper()
 	dir := t.TempDir()

@@ -584,6 +584,25 @@ __global__ void __launch_bounds__(256) vt_transpose(const uint8_t* v, uint8_t* v
 
 static float half2f(__half h) { return __half2float(h); }
 
+// time_us: the mean of iters launches after 20, L2-warm (CUDA events).
+template <class F>
+static double time_us(F launch, int iters) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int it = 0; it < 20; it++) launch();
+    CK(cudaEventRecord(e0));
+    for (int it = 0; it < iters; it++) launch();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return ms * 1000 / iters;
+}
+
 struct Result { double maxerr, tol, rel_l1, cos_e2e, rel_l1_e2e; long bad, unwritten; double us; };
 
 // run: inputs N(0,1) * in_scale, quantised per tensor (amax / 448) as a user
@@ -695,19 +714,7 @@ static Result run(int b, int h, int s, float in_scale, float sm_mul, bool timeit
     res.rel_l1_e2e = e2e_ref > 0 ? e2e_l1 / e2e_ref : 0;
     res.cos_e2e = nn1 > 0 && nn2 > 0 ? dot / sqrt(nn1 * nn2) : 0;
     if (timeit) {
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-        for (int it = 0; it < 20; it++) launch();
-        CK(cudaEventRecord(e0));
-        for (int it = 0; it < iters; it++) launch();
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        res.us = ms * 1000 / iters;
-        CK(cudaGetLastError());
-    }
-    if (timeit) {
+        res.us = time_us(launch, iters);
         // The transpose a caller with V in [BH][S][HD] would run first:
         // checked against the host's V^T, then timed as the kernel is.
         uint8_t *dv, *dvt2;
@@ -721,17 +728,8 @@ static Result run(int b, int h, int s, float in_scale, float sm_mul, bool timeit
         CK(cudaDeviceSynchronize());
         std::vector<uint8_t> got(vt.size());
         CK(cudaMemcpy(got.data(), dvt2, got.size(), cudaMemcpyDeviceToHost));
-        const bool same = got == vt;
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-        for (int it = 0; it < 20; it++) tr();
-        CK(cudaEventRecord(e0));
-        for (int it = 0; it < iters; it++) tr();
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        printf("V transpose %dx%dx%dx%d: %s, %.2f us\n", b, h, s, d, same ? "matches the host's V^T" : "WRONG", ms * 1000 / iters);
+        printf("V transpose %dx%dx%dx%d: %s, %.2f us\n", b, h, s, d, got == vt ? "matches the host's V^T" : "WRONG",
+               time_us(tr, iters));
         cudaFree(dv); cudaFree(dvt2);
     }
     cudaFree(dqp); cudaFree(dkp); cudaFree(dvp); cudaFree(dout);
