@@ -472,6 +472,18 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
     };
 #endif
 
+    // Waits for P V of ring tile rg (and everything before it), keeps P and O
+    // live up to here, and hands the tile's slot back to the producer.
+    auto pv_done = [&](int rg) {
+        wg_wait<0>();
+        pin(pa);
+#if PV_ACCUM
+        add_pv();
+#else
+        pin(o);
+#endif
+        release(rg);
+    };
     int g = 0;  // the ring's tile count over every item, as the producer's
     for (int w = w0, it = 0; w < items; w += wstep, ++it) {
         item(w, m0, bh, n);
@@ -511,14 +523,7 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
 #endif
             wg_wait<1>();
             softmax(j, g + j);
-            wg_wait<0>();
-            pin(pa);
-#if PV_ACCUM
-            add_pv();
-#else
-            pin(o);
-#endif
-            release(g + j - 1);
+            pv_done(g + j - 1);
             to_p();
         }
         // Every Q K^T of the item has landed: its Q buffer goes back.
@@ -526,14 +531,7 @@ __global__ void __launch_bounds__(kThreads, 1) fa8_fwd(const Params p) {
         rescale();
         wg_fence();
         issue_pv(g + n - 1);
-        wg_wait<0>();
-        pin(pa);
-#if PV_ACCUM
-        add_pv();
-#else
-        pin(o);
-#endif
-        release(g + n - 1);
+        pv_done(g + n - 1);
         g += n;
 
         // O / l, in fp16.
