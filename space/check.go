@@ -46,6 +46,36 @@ func (s *Space) Check(c Config) error {
 	return s.checkConstraints(c)
 }
 
+// Complete returns c with every knob of s that c does not name and that
+// declares an Absent value set to that value, and whether it set any: a
+// config recorded before those knobs existed becomes the config of s that
+// compiles the same code, with the key a search of s gives it. It never
+// changes a value c names and never modifies c (what it returns is a new
+// config when it set any, c itself otherwise). A knob without an Absent
+// value stays missing, so Check refuses the config as it did.
+func (s *Space) Complete(c Config) (Config, bool) {
+	var out Config
+	for _, k := range s.Knobs {
+		if k.Absent == "" {
+			continue
+		}
+		if _, named := c[k.Name]; named {
+			continue
+		}
+		if out == nil {
+			out = make(Config, len(c)+1)
+			for name, value := range c {
+				out[name] = value
+			}
+		}
+		out[k.Name] = k.Absent
+	}
+	if out == nil {
+		return c, false
+	}
+	return out, true
+}
+
 // checkValues checks that c names every knob of s and no other, each with a
 // value from its list.
 func (s *Space) checkValues(c Config) error {
@@ -156,10 +186,11 @@ func (s *Space) Flags(c Config) ([]string, error) {
 
 // Validate checks the declaration of s itself: a family name; knobs with
 // unique identifier names and macros, non-empty value lists without
-// duplicates whose values are plain literals, a default from the list, and
-// MacroValues (when set) parallel to Values; defines with identifier macros
-// and literal values; constraints with a name and a check. A space built
-// from a declaration should be validated once, before any search uses it.
+// duplicates whose values are plain literals, a default and an Absent value
+// (when set) from the list, and MacroValues (when set) parallel to Values;
+// defines with identifier macros and literal values; constraints with a
+// name and a check. A space built from a declaration should be validated
+// once, before any search uses it.
 func (s *Space) Validate() error {
 	var errs []error
 	fail := func(format string, args ...any) {
@@ -215,6 +246,9 @@ func (s *Space) Validate() error {
 		}
 		if !seen[k.Default] {
 			fail("knob %s: default %q not in %v", k.Name, k.Default, k.Values)
+		}
+		if k.Absent != "" && !seen[k.Absent] {
+			fail("knob %s: absent value %q not in %v", k.Name, k.Absent, k.Values)
 		}
 	}
 	for _, d := range s.Defines {

@@ -31,6 +31,12 @@ type Knob struct {
 	Doc         string // one line
 	// Default is the family's hand-picked value (one of Values).
 	Default string
+	// Absent is the value of a config that does not name this knob: the
+	// one that compiles the code the family had before the knob existed,
+	// so that a result recorded then reads as that config (Complete). Set
+	// it only where that value compiles exactly that code. Empty: a config
+	// must name the knob.
+	Absent string
 }
 
 // A Constraint is a named rule over a Config. Check returns nil when the

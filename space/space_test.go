@@ -186,6 +186,77 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestComplete gives the toy space's pipe knob an Absent value, as if it
+// had been added after configs were recorded without it: Complete fills
+// pipe, and only pipe, where a config does not name it, never changes a
+// value a config names, never modifies its argument, and leaves a knob
+// without an Absent value missing, so that Check refuses the config with
+// the message it always gave.
+func TestComplete(t *testing.T) {
+	s := toySpace()
+	s.Knobs[3].Absent = "0"
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		c      Config
+		want   Config
+		filled bool
+		check  string // Check's error on the completed config
+	}{
+		{"recorded before pipe", Config{"tile": "64", "warps": "2", "layout": "pad"},
+			Config{"tile": "64", "warps": "2", "layout": "pad", "pipe": "0"}, true, ""},
+		{"names pipe", Config{"tile": "64", "warps": "2", "layout": "pad", "pipe": "1"},
+			Config{"tile": "64", "warps": "2", "layout": "pad", "pipe": "1"}, false, ""},
+		{"value off the list kept", Config{"tile": "64", "warps": "2", "layout": "pad", "pipe": "7"},
+			Config{"tile": "64", "warps": "2", "layout": "pad", "pipe": "7"}, false, `knob pipe: value "7" not in [0 1]`},
+		{"required knob still missing", Config{"tile": "64", "layout": "pad"},
+			Config{"tile": "64", "layout": "pad", "pipe": "0"}, true, "knob warps: missing (values [2 4])"},
+		{"unknown knob kept", Config{"tile": "64", "warps": "2", "layout": "pad", "x": "1"},
+			Config{"tile": "64", "warps": "2", "layout": "pad", "x": "1", "pipe": "0"}, true, `unknown knob "x"`},
+		{"completed config refused by a constraint", Config{"tile": "16", "warps": "4", "layout": "pad"},
+			Config{"tile": "16", "warps": "4", "layout": "pad", "pipe": "0"}, true, "tile_warps: a 16-row tile feeds at most 2 warps"},
+		{"empty", nil, Config{"pipe": "0"}, true, "knob tile: missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.c.Clone()
+			got, filled := s.Complete(tt.c)
+			if filled != tt.filled || !maps.Equal(got, tt.want) {
+				t.Fatalf("Complete(%v) = %v, %v; want %v, %v", tt.c, got, filled, tt.want, tt.filled)
+			}
+			if !maps.Equal(tt.c, before) {
+				t.Fatalf("Complete modified its argument: %v, was %v", tt.c, before)
+			}
+			wantErr(t, s.Check(got), tt.check)
+			if filled && len(tt.c) > 0 {
+				got["tile"] = "changed"
+				if tt.c["tile"] == "changed" {
+					t.Fatal("the completed config shares its map with the argument")
+				}
+			}
+		})
+	}
+
+	// A completed config has the key the space gives the same config when
+	// it is named in full.
+	old := Config{"tile": "32", "warps": "2", "layout": "swizzle"}
+	got, _ := s.Complete(old)
+	if full := mustParse(t, s, "tile=32,warps=2,layout=swizzle,pipe=0"); got.Key() != full.Key() {
+		t.Errorf("completed key %s, want %s", got.Key(), full.Key())
+	}
+
+	// Without an Absent value a missing knob is not filled, and Check says
+	// what it always said.
+	plain := toySpace()
+	got, filled := plain.Complete(old)
+	if filled || !maps.Equal(got, old) {
+		t.Errorf("a space without Absent values completed %v to %v", old, got)
+	}
+	wantErr(t, plain.Check(got), "knob pipe: missing (values [0 1])")
+}
+
 func TestFlags(t *testing.T) {
 	s := toySpace()
 	tests := []struct {
@@ -266,6 +337,7 @@ func TestValidate(t *testing.T) {
 		{"macro values length", func(s *Space) { s.Knobs[2].MacroValues = []string{"0"} }, "knob layout: 1 macro values for 2 values"},
 		{"bad macro value", func(s *Space) { s.Knobs[2].MacroValues[0] = "0 1" }, `macro value "0 1" is not a plain literal`},
 		{"default not in list", func(s *Space) { s.Knobs[0].Default = "48" }, `knob tile: default "48" not in [16 32 64]`},
+		{"absent value not in list", func(s *Space) { s.Knobs[3].Absent = "off" }, `knob pipe: absent value "off" not in [0 1]`},
 		{"bad define macro", func(s *Space) { s.Defines[0].Macro = "-O3" }, `define "-O3": not a C identifier`},
 		{"bad define value", func(s *Space) { s.Defines[0].Value = "" }, `define TOY_D: value "" is not a plain literal`},
 		{"nameless constraint", func(s *Space) { s.Constraints[0].Name = "" }, "constraint 0 has no name"},
