@@ -58,7 +58,9 @@ func sdpaKnobs() []space.Knob {
 
 // sdpaFP8Knobs declares the knobs only fp8 (E4M3) problems have. The
 // presence of pv_accum in a config is what makes its geometry one-byte
-// (fp8's and int8's tiles); pv_fp8 and qk_accum are fp8's alone.
+// (fp8's and int8's tiles); pv_fp8 and qk_accum are fp8's alone. pv_fp8 and
+// pv_accum came with fp8 itself; qk_accum and qk_f16 came later, so each
+// declares the value an fp8 config recorded before it means (Absent).
 //
 // qk_accum is pv_accum's remedy for Q K^T: the E4M3 tensor cores add onto an
 // accumulator with fewer bits than fp32. On the H100 the chained E4M3 wgmma
@@ -91,8 +93,11 @@ func sdpaFP8Knobs(d int, arch string) []space.Knob {
 // sm_89 it trades the native E4M3 rate for fp16's (half)
 // and exact sums, so the search and the gate decide there. It needs Q in
 // registers (widened once) and mma.sync (wgmma=qk replaces the product).
+// A config recorded before the knob means qk_f16=0: with it, every earlier
+// build's SASS is byte-identical to the commit before the knob
+// (kernels/NOTES.md, "qk_f16").
 func qkF16Knob() space.Knob {
-	return space.Knob{Name: "qk_f16", Macro: "SDPA_QK_F16", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0",
+	return space.Knob{Name: "qk_f16", Macro: "SDPA_QK_F16", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
 		Doc: "Q K^T in fp16 on mma.sync: Q widened to fp16 once per CTA, K per tile (fp32 sums)"}
 }
 
@@ -103,12 +108,20 @@ func qkF16Knob() space.Knob {
 // 13.0, so D=128 defaults to 0 and leaves 1 to the search and the gate.
 // sm_90 keeps 1: its default runs wgmma (wgmmaKnob), which always splits
 // and takes qk_accum=1 (198 registers at D=128).
+//
+// A config recorded before the knob means qk_accum=0, one accumulator
+// chained over D: qk_accum=0 builds are byte-identical in SASS to the commit
+// before the knob (kernels/NOTES.md, "qk_accum"). The wgmma path split
+// before the knob as after it, whatever qk_accum says, and the wgmma
+// constraint keeps only qk_accum=1 of that one code: so a wgmma=qk config
+// recorded between the two knobs reads as qk_accum=0, the same code, which
+// that constraint refuses as a duplicate.
 func qkAccumKnob(d int, arch string) space.Knob {
 	accum := "1"
 	if d >= 128 && arch != "sm_90" {
 		accum = "0"
 	}
-	return space.Knob{Name: "qk_accum", Macro: "SDPA_QK_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: accum,
+	return space.Knob{Name: "qk_accum", Macro: "SDPA_QK_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: accum, Absent: "0",
 		Doc: "two-level Q K^T accumulation: each 32-wide step of D into a fresh accumulator, added in fp32"}
 }
 
@@ -132,9 +145,16 @@ func sdpaInt8Knobs(d int) []space.Knob { return []space.Knob{pvAccumKnob(d)} }
 // where it is right it was slower than Q K^T alone (kernels/NOTES.md).
 // int8 is not offered wgmma either: Q K^T alone gained it nothing (0.99x),
 // and int8 builds with nvcc 11.8, which has no wgmma (PTX ISA 8.0).
+//
+// An sm_90 fp8 config recorded before the knob ran mma.sync: it means
+// wgmma=off. The SASS of seven fp8 builds for sm_90 (nvcc 12.4; six configs
+// of results/2026-11-25-h100-fp8-tune at D=64, one at D=128 causal), from
+// the source before the knob with the flags they were recorded with and
+// from the commit that made the knob with -DSDPA_WGMMA=0 added, is
+// byte-identical.
 func wgmmaKnob() space.Knob {
 	return space.Knob{Name: "wgmma", Macro: "SDPA_WGMMA", Values: []string{"off", "qk"}, MacroValues: []string{"0", "1"},
-		Layer: space.Micro, Default: "qk",
+		Layer: space.Micro, Default: "qk", Absent: "off",
 		Doc: "Q K^T on Hopper's warpgroup MMA (an sm_90a build) in place of mma.sync"}
 }
 

@@ -530,6 +530,50 @@ func TestQKAccumKnob(t *testing.T) {
 	}
 }
 
+// TestAbsentValues pins which knobs declare the value of a config recorded
+// before they existed, and that value: qk_accum=0, qk_f16=0 and wgmma=off
+// compile the code from before each knob (see their declarations); every
+// other knob came with its dtype, or with the family, and a config must
+// name it. A config of the first fp8 space (before all three knobs)
+// completes to a valid config of today's.
+func TestAbsentValues(t *testing.T) {
+	want := map[string]string{"qk_accum": "0", "qk_f16": "0", "wgmma": "off"}
+	for _, dtype := range []string{"fp16", "bf16", "fp8", "int8"} {
+		for _, arch := range []string{"sm_80", "sm_89", "sm_90"} {
+			for _, d := range []int{64, 128} {
+				if dtype == "fp8" && arch == "sm_80" {
+					continue
+				}
+				s, _ := mustSpace(t, d, dtype, false, arch)
+				for _, k := range s.Knobs {
+					if k.Absent != want[k.Name] {
+						t.Errorf("%s D=%d on %s: knob %s declares absent value %q, want %q", dtype, d, arch, k.Name, k.Absent, want[k.Name])
+					}
+				}
+			}
+		}
+	}
+	for _, arch := range []string{"sm_89", "sm_90"} {
+		s, _ := mustSpace(t, 64, "fp8", false, arch)
+		old := defaultConfig(s)
+		for name := range want {
+			delete(old, name)
+		}
+		got, filled := s.Complete(old)
+		if !filled {
+			t.Fatalf("fp8 on %s: Complete filled nothing in %s", arch, old.Key())
+		}
+		if err := s.Check(got); err != nil {
+			t.Errorf("fp8 on %s: %s completed to %s: %v", arch, old.Key(), got.Key(), err)
+		}
+		for name, v := range want {
+			if _, declared := s.Knob(name); declared && got[name] != v {
+				t.Errorf("fp8 on %s: completed %s=%q, want %q", arch, name, got[name], v)
+			}
+		}
+	}
+}
+
 // TestQKF16Knob checks fp8's fp16 Q K^T: declared for fp8 only, on both fp8
 // architectures, off by default, and refused where the kernel's static_assert
 // would refuse it (with wgmma=qk, or without Q in registers).
