@@ -2,8 +2,9 @@
 // has learned so that it survives anything. It holds the append-only,
 // fsync'd result log, the search state for exact resume, the archive's
 // identity (problem and environment) that keeps results of different
-// provenance apart, the top-K elites, and merging of archives. It computes
-// nothing about kernels.
+// provenance apart, the top-K elites, and merging of archives; it reads
+// results recorded before a knob existed as the configs they are now
+// (Complete), leaving the log as it was. It computes nothing about kernels.
 package elites
 
 import (
@@ -93,6 +94,13 @@ type Archive struct {
 	lineWarnings []LoadWarning
 	broken       error // set when a failed append could not be undone
 	closed       bool
+	// completion is the space Complete read the results with (nil before
+	// it was called), logged what the log holds of each result it
+	// completed, and repeats the results it left because another result
+	// stands for their config; both by index in results.
+	completion *space.Space
+	logged     map[int]loggedConfig
+	repeats    map[int]bool
 }
 
 // OpenOptions modify Open.
@@ -639,13 +647,14 @@ func (a *Archive) StatusCounts() map[space.Status]int {
 }
 
 // Top returns the k best results that passed every gate, by objective
-// (lower is better), ties broken by Seq (the earlier wins).
+// (lower is better), ties broken by Seq (the earlier wins). A result that
+// Complete found repeated is not ranked: the other stands for its config.
 func (a *Archive) Top(k int) []space.Result {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var ok []*space.Result
 	for i := range a.results {
-		if a.results[i].OK() {
+		if a.results[i].OK() && !a.repeats[i] {
 			ok = append(ok, &a.results[i])
 		}
 	}
@@ -692,7 +701,7 @@ func (a *Archive) Close() error {
 		// The index is a cache: a failure to write it costs the next open
 		// a full read of the log, nothing more.
 		if f, err := os.Open(filepath.Join(a.dir, logName)); err == nil {
-			_ = a.writeIndex(f, loadedLog{results: a.results, warnings: a.lineWarnings, clean: a.size, lines: a.lines, lineOf: a.lineOf, spans: a.spans})
+			_ = a.writeIndex(f, loadedLog{results: a.loggedResults(), warnings: a.lineWarnings, clean: a.size, lines: a.lines, lineOf: a.lineOf, spans: a.spans})
 			f.Close()
 		}
 	}
@@ -711,7 +720,9 @@ func (a *Archive) Close() error {
 // Merge records into dst every result of the archive in src whose key dst
 // does not hold yet, each with a new Seq, and returns how many it added. The
 // two archives must have the same identity (a *MismatchError otherwise);
-// src's damaged lines are skipped as on any load.
+// src's damaged lines are skipped as on any load. When dst was completed
+// (Complete), src is read with the same space, and its completed results
+// are recorded with their completed configs and keys.
 func Merge(dst *Archive, src string) (added int, err error) {
 	s, err := Read(src)
 	if err != nil {
@@ -720,6 +731,9 @@ func Merge(dst *Archive, src string) (added int, err error) {
 	if diffs := identityDiffs(s.meta, dst.meta); len(diffs) > 0 {
 		return 0, &MismatchError{Dir: src, Diffs: diffs, Against: "the destination " + dst.dir,
 			Hint: "only archives of the same problem and environment merge"}
+	}
+	if sp := dst.completionSpace(); sp != nil {
+		s.Complete(sp)
 	}
 	for _, r := range s.Results() {
 		if _, ok := dst.Lookup(r.Key); ok {

@@ -142,6 +142,22 @@ func (b Bench) OursOn(shape space.Shape, key string) (BenchMeasure, bool) {
 	return BenchMeasure{}, false
 }
 
+// Complete reads the best config of b, and ours in each row, as configs of
+// sp, the space of the archive's problem (space.Space.Complete): a bench
+// run before knobs of sp existed then names the archive's best by the key
+// that the archive, completed with sp, holds it under (OursOn).
+func (b *Bench) Complete(sp *space.Space) {
+	if c, ok := sp.Complete(b.BestConfig); ok && b.BestConfig != nil {
+		b.BestConfig, b.Best = c, c.Key()
+	}
+	for i := range b.Rows {
+		o := &b.Rows[i].Ours
+		if c, ok := sp.Complete(o.Config); ok && o.Config != nil {
+			o.Config, o.Key = c, c.Key()
+		}
+	}
+}
+
 // Encode returns the content of bench.json for b.
 func (b Bench) Encode() ([]byte, error) {
 	data, err := json.MarshalIndent(b, "", "  ")

@@ -132,7 +132,8 @@ func salvage(text []byte) (key string, status space.Status, objective float64) {
 // that passed every gate with an objective below than (math.Inf(1): any):
 // lines written whole that do not read but still say they passed (status
 // ok), whose objective is below than or unreadable, and whose config the log
-// does not also hold in a line that reads (a later run evaluated it again).
+// does not also hold in a line that reads (a later run evaluated it again;
+// a config recorded before knobs existed is compared as Complete reads it).
 // The tables and exports of the readable results may be missing them. A
 // line too damaged to say its status is only reported as skipped.
 func (a *Archive) Hidden(than float64) []LoadWarning {
@@ -143,7 +144,7 @@ func (a *Archive) Hidden(than float64) []LoadWarning {
 		if !w.Damaged {
 			continue
 		}
-		if _, ok := a.byKey[w.Key]; ok && w.Key != "" {
+		if _, ok := a.byKey[a.completedKey(w.Key)]; ok && w.Key != "" {
 			continue
 		}
 		if w.Status != space.StatusOK {

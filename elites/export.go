@@ -106,12 +106,13 @@ func DefaultResult(a *Archive, def space.Config) (space.Result, bool) {
 
 // ShapeBests returns, for each shape of the archive's problem in order, the
 // OK result with the lowest p50 on that shape alone (ties go to the earlier
-// result). A shape that no OK result timed is left out.
+// result), among those Top ranks. A shape that no OK result timed is left
+// out.
 func ShapeBests(a *Archive) []ShapeBest {
 	var out []ShapeBest
 	for _, shape := range a.Meta().Problem.Shapes {
 		var best *ShapeBest
-		a.each(func(r *space.Result) {
+		a.eachStanding(func(r *space.Result) {
 			if !r.OK() {
 				return
 			}

@@ -203,8 +203,9 @@ func (a *Archive) WithSamples(r space.Result) (space.Result, error) {
 	i, ok := a.byKey[r.Key]
 	stripped := a.stripped
 	var sp span
+	logged := r.Key
 	if ok && stripped {
-		sp = a.spans[i]
+		sp, logged = a.spans[i], a.loggedKey(i)
 	}
 	a.mu.Unlock()
 	if !ok || !stripped {
@@ -220,7 +221,7 @@ func (a *Archive) WithSamples(r space.Result) (space.Result, error) {
 		return r, fmt.Errorf("reading the samples of result %s at byte %d of %s: %w", r.Key, sp.Offset, logName, err)
 	}
 	full, reason := parseLine(line)
-	if reason != "" || full.Key != r.Key || len(full.Timings) != len(r.Timings) {
+	if reason != "" || full.Key != logged || len(full.Timings) != len(r.Timings) {
 		return r, fmt.Errorf("reading the samples of result %s: the log's line at byte %d is not that result (%s)", r.Key, sp.Offset, reason)
 	}
 	out := r
