@@ -162,6 +162,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 			return fmt.Errorf("bench --archive: %w", err)
 		}
 		warnSkipped(c.stderr, a)
+		completeConfigs(c.stderr, a, archiveSpace(a))
 		r, ok := a.Best()
 		for _, d := range elitetable.Hidden(a, elitetable.Bound(a.Top(1), 1), "a result faster than the best timed here") {
 			fmt.Fprintln(c.stdout, d)
@@ -258,6 +259,7 @@ func readBaseline(dir string, stderr io.Writer) (torchcmp.Baseline, error) {
 	}
 	defer a.Close()
 	warnSkipped(stderr, a)
+	completeConfigs(stderr, a, archiveSpace(a))
 	r, ok := a.Best()
 	if !ok {
 		return torchcmp.Baseline{}, fmt.Errorf("bench --baseline-archive: archive %s holds no configuration that passed every gate", dir)

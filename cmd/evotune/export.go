@@ -101,6 +101,7 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 	}
 	defer a.Close()
 	warnSkipped(c.stderr, a)
+	completeConfigs(c.stderr, a, archiveSpace(a))
 	archivePath, err := filepath.Abs(opts.Archive)
 	if err != nil {
 		return fmt.Errorf("export --archive: %w", err)

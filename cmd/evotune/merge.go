@@ -41,6 +41,9 @@ func runMerge(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer a.Close()
+	// Results recorded before knobs of this evotune existed, here and in
+	// the sources, are merged as the configs they are now.
+	completeConfigs(c.stderr, a, archiveSpace(a))
 	for _, src := range srcs {
 		added, err := elites.Merge(a, src)
 		if err != nil {

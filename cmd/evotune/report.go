@@ -63,6 +63,7 @@ func runReport(ctx context.Context, c *cli, args []string) error {
 	}
 	defer a.Close()
 	warnSkipped(c.stderr, a)
+	completeConfigs(c.stderr, a, archiveSpace(a))
 	def, knobs := familyDefault(a.Meta().Problem, a.Meta().Arch)
 	hidden := elitetable.Hidden(a, elitetable.Bound(a.Top(opts.Top), opts.Top), "an elite")
 	files, err := reportmd.Build(a, opts.Top, c.now(), def, knobs, hidden)

@@ -21,6 +21,13 @@ import (
 func startSearch(stderr io.Writer, fs *pflag.FlagSet, b backend, archive *elites.Archive, state []byte, eo evo.Options) (*evo.Search, error) {
 	n := archive.Len()
 	settings, stored := archiveSettings(archive.Meta(), state, eo)
+	for i, c := range settings.Seeds {
+		// Seeds recorded before knobs of this space existed, as the
+		// archive's results are read (completeConfigs).
+		if done, ok := b.space.Complete(c); ok {
+			settings.Seeds[i] = done
+		}
+	}
 	if n == 0 && state == nil {
 		if stored {
 			eo = eo.WithSettings(settings) // created by a run killed before any result

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 
 	"evotune/cmd/evotune/internal/elitetable"
 	"evotune/elites"
-	"evotune/kernels"
 )
 
 // showOptions are the flags of evotune show.
@@ -60,10 +58,9 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	}
 	defer a.Close()
 	warnSkipped(c.stderr, a)
-	if meta := a.Meta(); meta.Problem.Family != "" {
-		if sp, err := familySpace("show", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArch)); err == nil {
-			warnForeign(c.stderr, a, sp)
-		}
+	if sp := archiveSpace(a); sp != nil {
+		completeConfigs(c.stderr, a, sp)
+		warnForeign(c.stderr, a, sp)
 	}
 	return eliteTable(a, opts.Top).Write(c.stdout, opts.Format, c.outWidth)
 }

@@ -13,6 +13,7 @@ func TestSpaceGolden(t *testing.T) {
 	}{
 		{"space.txt", []string{"space"}},
 		{"space-bf16-d128-sm90.txt", []string{"space", "--shape", "2x8x1024x128", "--dtype", "bf16", "--causal", "--arch", "sm_90"}},
+		{"space-fp8-sm90.txt", []string{"space", "--dtype", "fp8", "--arch", "sm_90"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

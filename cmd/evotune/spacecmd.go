@@ -80,7 +80,16 @@ func runSpace(ctx context.Context, c *cli, args []string) error {
 	for _, con := range sp.Constraints {
 		constraints = append(constraints, con.Name)
 	}
+	var absent []string
+	for _, k := range sp.Knobs {
+		if k.Absent != "" {
+			absent = append(absent, k.Name+"="+k.Absent)
+		}
+	}
 	fmt.Fprintf(c.stdout, "\nfixed defines: %s\n", strings.Join(defines, " "))
+	if len(absent) > 0 {
+		fmt.Fprintf(c.stdout, "a config recorded before a knob existed reads as: %s\n", strings.Join(absent, " "))
+	}
 	fmt.Fprintf(c.stdout, "constraints, in order: %s\n", strings.Join(constraints, ", "))
 	fmt.Fprintf(c.stdout, "size: %d raw configurations, %d valid\n", raw, valid)
 	return nil

@@ -166,6 +166,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	}
 	defer archive.Close()
 	warnSkipped(c.stderr, archive)
+	completeConfigs(c.stderr, archive, b.space)
 	warnForeign(c.stderr, archive, b.space)
 
 	var shown *progress.Reporter
@@ -396,8 +397,13 @@ func seedFrom(stderr io.Writer, dir string, meta elites.Meta, k int, sp *space.S
 	defer src.Close()
 	seeds := src.Seeds(k)
 	valid := 0
-	for _, c := range seeds {
-		if sp.Check(c) == nil {
+	for i, c := range seeds {
+		// A config recorded before knobs of sp existed means their Absent
+		// values (an sm_89 config on sm_90: wgmma=off).
+		if done, ok := sp.Complete(c); ok {
+			seeds[i] = done
+		}
+		if sp.Check(seeds[i]) == nil {
 			valid++
 		}
 	}

@@ -46,6 +46,7 @@ func New(a *elites.Archive, ev elites.Evidence, sp *space.Space, name, archivePa
 		return Export{}, err
 	}
 	if ok {
+		bench.Complete(sp) // as the archive's results were read
 		exp.Torch = torchComparisonOf(bench, best, meta.Problem)
 	}
 	for _, s := range ev.Shapes {

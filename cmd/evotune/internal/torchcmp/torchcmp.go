@@ -91,6 +91,11 @@ func Row(ctx context.Context, gpu GPU, s Shape, dtype, outDtype string, best spa
 	def := sp.Default()
 	row.Default = Measure(ctx, gpu, prob, def)
 	ours := best
+	if best != nil {
+		// Recorded before knobs of sp existed, or tuned on an architecture
+		// without them: the knobs' Absent values are the code it ran.
+		ours, _ = sp.Complete(best)
+	}
 	switch {
 	case len(tunedFor.Shapes) > 0 && tunedFor.Shapes[0].D != s.Shape.D:
 		row.Note = fmt.Sprintf("the best config was tuned for D=%d: the family default is shown", tunedFor.Shapes[0].D)
@@ -99,7 +104,7 @@ func Row(ctx context.Context, gpu GPU, s Shape, dtype, outDtype string, best spa
 	case best == nil:
 		row.Note = "no best config: the family default is shown"
 	default:
-		if err := sp.Check(best); err != nil {
+		if err := sp.Check(ours); err != nil {
 			row.Note = fmt.Sprintf("the best config is not valid here (%v): the family default is shown", err)
 		}
 	}
@@ -141,6 +146,9 @@ func baselineMeasure(ctx context.Context, gpu GPU, s Shape, b Baseline) *elites.
 		return &elites.BenchMeasure{Status: space.StatusConstraint, Reason: err.Error()}
 	}
 	cfg := b.Config
+	if done, ok := sp.Complete(cfg); ok {
+		cfg = done
+	}
 	if len(b.Problem.Shapes) == 0 || b.Problem.Shapes[0].D != s.Shape.D || sp.Check(cfg) != nil {
 		cfg = sp.Default()
 	}
