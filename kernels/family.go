@@ -61,7 +61,7 @@ const DefaultFamily = sdpaName
 
 // families lists every family this build carries. A function rather than a
 // variable: the list is fixed, and no caller can change it for another.
-func families() []Family { return []Family{sdpaFamily()} }
+func families() []Family { return []Family{sdpaFamily(), fa8hFamily()} }
 
 // FamilyNames returns the names of the families this build carries.
 func FamilyNames() []string {

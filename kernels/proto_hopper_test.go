@@ -38,45 +38,12 @@ func TestProtoHopperBuilds(t *testing.T) {
 	if err := os.WriteFile(src, code, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	type build struct {
-		sass, ptxas string
-		err         error
-		once        sync.Once
-	}
-	var mu sync.Mutex
-	builds := map[string]*build{}
-	slots := make(chan struct{}, 2)
-	compile := func(flags []string) *build {
-		key := strings.Join(flags, " ")
-		mu.Lock()
-		b, ok := builds[key]
-		if !ok {
-			b = &build{}
-			builds[key] = b
-		}
-		n := len(builds)
-		mu.Unlock()
-		b.once.Do(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			out := filepath.Join(cc.dir, fmt.Sprintf("hopper%d.cubin", n))
-			args := append([]string{"-O3", "-std=c++17", "-use_fast_math", "-gencode", "arch=compute_90a,code=sm_90a",
-				"-Xptxas", "-v", "-cubin", "-o", out}, flags...)
-			log, err := exec.Command(cc.nvcc, append(args, src)...).CombinedOutput()
-			b.ptxas = string(log)
-			if err != nil {
-				b.err = fmt.Errorf("nvcc %s: %v\n%s", key, err, log)
-				return
-			}
-			sass, err := exec.Command(cc.objdmp, "-sass", out).Output()
-			if err != nil {
-				b.err = fmt.Errorf("cuobjdump -sass %s: %v", out, err)
-				return
-			}
-			b.sass = string(sass)
-		})
-		return b
-	}
+	builds := newSASSBuilds(cc, func(flags []string, out string) []string {
+		args := append([]string{"-O3", "-std=c++17", "-use_fast_math", "-gencode", "arch=compute_90a,code=sm_90a",
+			"-Xptxas", "-v", "-cubin", "-o", out}, flags...)
+		return append(args, src)
+	})
+	compile := builds.get
 	with := func(changes ...string) []string {
 		flags := append([]string(nil), protoHopperBase...)
 		for _, c := range changes {
@@ -103,20 +70,7 @@ func TestProtoHopperBuilds(t *testing.T) {
 		} {
 			t.Run(strings.ReplaceAll(k.name, " ", "_"), func(t *testing.T) {
 				t.Parallel()
-				b := compile(k.flags)
-				if b.err != nil {
-					t.Fatal(b.err)
-				}
-				ops := sassOps([]byte(b.sass))
-				if ops["QGMMA"] == 0 || ops["HMMA"]+ops["QMMA"]+ops["HGMMA"] != 0 {
-					t.Errorf("want E4M3 warpgroup MMAs only, got %v", ops)
-				}
-				if strings.Contains(b.ptxas, "C7515") || !k.serialOK && strings.Contains(b.ptxas, "C751") {
-					t.Errorf("ptxas serialises the warpgroup MMAs:\n%s", b.ptxas)
-				}
-				if bad := inFlightAClobbered([]byte(b.sass)); len(bad) > 0 {
-					t.Errorf("P's registers written while P V reads them:\n%s", strings.Join(bad, "\n"))
-				}
+				checkHopperSASS(t, compile(k.flags), k.serialOK)
 			})
 		}
 	})
@@ -127,7 +81,7 @@ func TestProtoHopperBuilds(t *testing.T) {
 			t.Run(strings.TrimPrefix(c, "-D"), func(t *testing.T) {
 				t.Parallel()
 				base, changed := compile(with()), compile(with(c))
-				for _, b := range []*build{base, changed} {
+				for _, b := range []*sassBuild{base, changed} {
 					if b.err != nil {
 						t.Fatal(b.err)
 					}
@@ -138,6 +92,29 @@ func TestProtoHopperBuilds(t *testing.T) {
 			})
 		}
 	})
+}
+
+// checkHopperSASS checks a build of the Hopper fp8 kernel (the prototype's
+// or the family's): both products are E4M3 warpgroup MMAs and nothing else
+// runs on the tensor cores, ptxas did not serialise them for a non-wgmma
+// write to an accumulator (C7515) or, unless serialOK, for registers, and no
+// instruction writes P's registers while the P V that reads them is in
+// flight.
+func checkHopperSASS(t *testing.T, b *sassBuild, serialOK bool) {
+	t.Helper()
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	ops := sassOps([]byte(b.sass))
+	if ops["QGMMA"] == 0 || ops["HMMA"]+ops["QMMA"]+ops["HGMMA"] != 0 {
+		t.Errorf("want E4M3 warpgroup MMAs only, got %v", ops)
+	}
+	if strings.Contains(b.ptxas, "C7515") || !serialOK && strings.Contains(b.ptxas, "C751") {
+		t.Errorf("ptxas serialises the warpgroup MMAs:\n%s", b.ptxas)
+	}
+	if bad := inFlightAClobbered([]byte(b.sass)); len(bad) > 0 {
+		t.Errorf("P's registers written while P V reads them:\n%s", strings.Join(bad, "\n"))
+	}
 }
 
 // stripAddrs drops the header lines (file names, the build's identity) so
@@ -211,4 +188,56 @@ func TestInFlightAClobbered(t *testing.T) {
 			t.Errorf("%s: %d findings %v, want %d", c.name, len(got), got, c.want)
 		}
 	}
+}
+
+// A sassBuild is one compile of a test's: its SASS, its ptxas -v output, or
+// why it failed.
+type sassBuild struct {
+	sass, ptxas string
+	err         error
+	once        sync.Once
+}
+
+// sassBuilds compiles flag sets at most once each, two at a time, with the
+// nvcc arguments args gives for the flags and the output cubin.
+type sassBuilds struct {
+	cc     *compiler
+	args   func(flags []string, outCubin string) []string
+	mu     sync.Mutex
+	builds map[string]*sassBuild
+	slots  chan struct{}
+}
+
+func newSASSBuilds(cc *compiler, args func(flags []string, outCubin string) []string) *sassBuilds {
+	return &sassBuilds{cc: cc, args: args, builds: map[string]*sassBuild{}, slots: make(chan struct{}, 2)}
+}
+
+func (s *sassBuilds) get(flags []string) *sassBuild {
+	key := strings.Join(flags, " ")
+	s.mu.Lock()
+	b, ok := s.builds[key]
+	if !ok {
+		b = &sassBuild{}
+		s.builds[key] = b
+	}
+	n := len(s.builds)
+	s.mu.Unlock()
+	b.once.Do(func() {
+		s.slots <- struct{}{}
+		defer func() { <-s.slots }()
+		out := filepath.Join(s.cc.dir, fmt.Sprintf("sass%p-%d.cubin", s, n))
+		log, err := exec.Command(s.cc.nvcc, s.args(flags, out)...).CombinedOutput()
+		b.ptxas = string(log)
+		if err != nil {
+			b.err = fmt.Errorf("nvcc %s: %v\n%s", key, err, log)
+			return
+		}
+		sass, err := exec.Command(s.cc.objdmp, "-sass", out).Output()
+		if err != nil {
+			b.err = fmt.Errorf("cuobjdump -sass %s: %v", out, err)
+			return
+		}
+		b.sass = string(sass)
+	})
+	return b
 }

@@ -599,13 +599,14 @@ func NVCCArgs(arch string, flags []string, srcDir, srcName, outCubin string) []s
 }
 
 // CompileArch returns the nvcc architecture that builds flags for arch:
-// sm_90a for sm_90 with wgmma (-DSDPA_WGMMA=1 or 2), else arch itself.
+// sm_90a for sm_90 with wgmma (-DSDPA_WGMMA=1 or 2, or a family whose space
+// defines EVOTUNE_SM90A=1), else arch itself.
 func CompileArch(arch string, flags []string) string {
 	if arch != "sm_90" {
 		return arch
 	}
 	for _, f := range flags {
-		if v, ok := strings.CutPrefix(f, "-DSDPA_WGMMA="); ok && v != "0" {
+		if v, ok := strings.CutPrefix(f, "-DSDPA_WGMMA="); ok && v != "0" || f == "-D"+sm90aDefine+"=1" {
 			return "sm_90a"
 		}
 	}

@@ -18,6 +18,7 @@ import (
 // problemFlags are the flags that name a tuning problem: the shapes (with
 // optional objective weights), the dtype and the causal mask.
 type problemFlags struct {
+	Family   string // the kernel family; "" is kernels.DefaultFamily
 	Shapes   []string
 	Dtype    string
 	OutDtype string // fp8's and int8's output: fp16 (the default) or bf16
@@ -42,6 +43,8 @@ func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
 		" or newer; int8: INT8 inputs with per-row Q and K and per-column V scales)")
 	fs.StringVar(&p.OutDtype, "out-dtype", p.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
 	fs.BoolVar(&p.Causal, "causal", p.Causal, "apply a causal mask")
+	fs.StringVar(&p.Family, "family", p.Family, "kernel family: "+strings.Join(kernels.FamilyNames(), ", ")+
+		" (default "+kernels.DefaultFamily+"; sdpa-hopper: fp8 on wgmma, sm_90 only, no export yet)")
 }
 
 // problem validates the flags and returns the problem they name. Errors are
@@ -51,7 +54,14 @@ func (p problemFlags) problem(cmd string) (space.Problem, error) {
 	if err != nil {
 		return space.Problem{}, err
 	}
-	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal}
+	family, err := kernels.FamilyOf(p.Family)
+	if err != nil {
+		return space.Problem{}, usagef(cmd, "--family: %v", err)
+	}
+	if !slices.Contains(family.Dtypes, p.Dtype) {
+		return space.Problem{}, usagef(cmd, "--dtype %s: the %s family takes %s", p.Dtype, family.Name, strings.Join(family.Dtypes, ", "))
+	}
+	prob := space.Problem{Family: family.Name, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal}
 	// A repeated flag replaces the default rather than adding to it.
 	shapes := p.Shapes
 	if len(shapes) == 0 {

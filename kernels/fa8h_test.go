@@ -1,0 +1,242 @@
+package kernels
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"evotune/space"
+)
+
+func fa8hProblem(d int, causal bool) space.Problem {
+	return space.Problem{Family: fa8hName, Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: d}}, Dtype: "fp8", Causal: causal}
+}
+
+func fa8hTarget(t *testing.T) Target {
+	t.Helper()
+	tg, err := TargetFor("sm_90")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// TestFA8HSpace checks what the family refuses and that its defaults are
+// valid configs at both head dimensions.
+func TestFA8HSpace(t *testing.T) {
+	tg := fa8hTarget(t)
+	f, err := FamilyOf(fa8hName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []int{64, 128} {
+		s, err := f.SpaceFor(fa8hProblem(d, false), tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Check(s.Default()); err != nil {
+			t.Errorf("D=%d: the default %v is refused: %v", d, s.Default(), err)
+		}
+		flags, err := s.Flags(s.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if CompileArch("sm_90", flags) != "sm_90a" {
+			t.Errorf("D=%d: the family's flags do not build for sm_90a: %v", d, flags)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		prob space.Problem
+		arch string
+		want string
+	}{
+		{"fp16", space.Problem{Family: fa8hName, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 64}}, Dtype: "fp16"}, "sm_90", "dtype"},
+		{"L4", fa8hProblem(64, false), "sm_89", "sm_90"},
+		{"D=96", space.Problem{Family: fa8hName, Shapes: []space.Shape{{B: 1, H: 1, S: 64, D: 96}}, Dtype: "fp8"}, "sm_90", "head dimension"},
+	} {
+		tg, err := TargetFor(c.arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.SpaceFor(c.prob, tg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)
+		}
+	}
+	s64, _ := f.SpaceFor(fa8hProblem(64, false), tg)
+	s128, _ := f.SpaceFor(fa8hProblem(128, false), tg)
+	small := tg // a GPU with half the H100's shared memory a block
+	small.SharedPerBlock /= 2
+	s128small, _ := f.SpaceFor(fa8hProblem(128, false), small)
+	for _, c := range []struct {
+		s          *space.Space
+		set        map[string]string
+		constraint string
+	}{
+		{s64, map[string]string{"ncw": "1", "pingpong": "1", "pregs": "24"}, "pingpong"},
+		{s64, map[string]string{"ncw": "1", "pregs": "56"}, "registers"},
+		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
+		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
+	} {
+		cfg := c.s.Default()
+		for k, v := range c.set {
+			cfg[k] = v
+		}
+		var rej *space.Rejection
+		if err := c.s.Check(cfg); err == nil || !asRejection(err, &rej) || rej.Constraint != c.constraint {
+			t.Errorf("%v: got %v, want a rejection by %s", c.set, err, c.constraint)
+		}
+	}
+	if _, ok := s64.Knob("qk_split"); !ok {
+		t.Fatal("no qk_split knob")
+	}
+	if k, _ := s64.Knob("qk_split"); len(k.Values) != 1 {
+		t.Errorf("D=64 qk_split values %v: 2 is 1 there (one extra accumulator is all D=64 has)", k.Values)
+	}
+}
+
+func asRejection(err error, rej **space.Rejection) bool { return errors.As(err, rej) }
+
+// TestFA8HPlan checks the two launches, the persistent grid and the
+// workspace V^T needs.
+func TestFA8HPlan(t *testing.T) {
+	tg := fa8hTarget(t)
+	s, err := FA8HSpace(fa8hProblem(64, false), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.Default()
+	shape := space.Shape{B: 4, H: 16, S: 2000, D: 64}
+	p, err := FA8HPlan(cfg, shape, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Launches) != 2 || p.Launches[0].Kernel != FA8HTransposeKernel || p.Launches[1].Kernel != FA8HForwardKernel {
+		t.Fatalf("launches %+v: want the transpose, then the forward", p.Launches)
+	}
+	sp := 2000 // already a multiple of 16
+	if got, want := p.WorkspaceBytes, int64(4*16*64*sp); got != want {
+		t.Errorf("workspace %d bytes, want %d (V^T, one byte an element)", got, want)
+	}
+	if got := p.Launches[0].Grid; got != [3]int{(sp + 63) / 64, 64, 1} {
+		t.Errorf("transpose grid %v", got)
+	}
+	if got := p.Launches[1].Grid[0]; got != tg.SMs {
+		t.Errorf("persistent forward grid %d, want the %d SMs (%d work items)", got, tg.SMs, 64*16)
+	}
+	if got := p.Launches[1].Block[0]; got != 384 {
+		t.Errorf("forward block %d threads, want 384 (a producer and two consumer warpgroups)", got)
+	}
+	cfg["persistent"] = "0"
+	if p, err = FA8HPlan(cfg, shape, tg); err != nil || p.Launches[1].Grid[0] != 64*16 {
+		t.Errorf("forward grid without persistent: %+v, %v; want a CTA per work item (1024)", p, err)
+	}
+	if _, err := FA8HPlan(cfg, space.Shape{B: 1024, H: 128, S: 64, D: 64}, tg); err == nil {
+		t.Error("131072 heads: want an error (the transpose numbers heads in grid.y)")
+	}
+	if _, err := FA8HPlan(cfg, space.Shape{B: 1, H: 1, S: 0, D: 64}, tg); err == nil {
+		t.Error("S=0: want an error")
+	}
+}
+
+// TestFA8HBuilds compiles the family the way the runner does (NVCCArgs) and
+// checks every knob: each value changes the SASS against the default, the
+// plan's shared memory is the kernel's (a static_assert in fa8h.cu), and
+// the defaults at D=64, D=128 and causal pass checkHopperSASS.
+func TestFA8HBuilds(t *testing.T) {
+	cc := newFP8SASSCompiler(t)
+	src := FA8HSource()
+	dir := filepath.Join(cc.dir, "fa8h")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range src.Files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builds := newSASSBuilds(cc, func(flags []string, out string) []string {
+		return NVCCArgs("sm_90", flags, dir, src.Name, out)
+	})
+	tg := fa8hTarget(t)
+	// A config's flags, with the shared memory its plan gives for the
+	// kernel's static_assert.
+	flagsOf := func(s *space.Space, c space.Config, d int) []string {
+		flags, err := s.Flags(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := FA8HPlan(c, space.Shape{B: 1, H: 1, S: 64, D: d}, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(flags, "-DFA8H_EXPECT_SMEM="+strconv.Itoa(p.Launches[1].SharedBytes))
+	}
+	for _, c := range []struct {
+		name     string
+		prob     space.Problem
+		serialOK bool
+	}{
+		{"d64", fa8hProblem(64, false), false},
+		{"d64_causal", fa8hProblem(64, true), false},
+		{"d128", fa8hProblem(128, false), false},
+	} {
+		s, err := FA8HSpace(c.prob, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkHopperSASS(t, builds.get(flagsOf(s, s.Default(), c.prob.Shapes[0].D)), c.serialOK)
+		})
+	}
+	// Each knob's values against the D=64 default, and qk_split=1 against 2
+	// at D=128 (with 64-key tiles, where both fit).
+	s, err := FA8HSpace(fa8hProblem(64, false), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s128, err := FA8HSpace(fa8hProblem(128, false), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := func(name string, s *space.Space, d int, a, b space.Config) {
+		for _, c := range []space.Config{a, b} {
+			if err := s.Check(c); err != nil {
+				t.Errorf("%s: %v: %v", name, c, err)
+				return
+			}
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			base, changed := builds.get(flagsOf(s, a, d)), builds.get(flagsOf(s, b, d))
+			for _, b := range []*sassBuild{base, changed} {
+				if b.err != nil {
+					t.Fatal(b.err)
+				}
+			}
+			if stripAddrs(base.sass) == stripAddrs(changed.sass) {
+				t.Errorf("%s leaves the SASS unchanged", name)
+			}
+		})
+	}
+	a, b := s128.Default(), s128.Default()
+	a["bn"], b["bn"], b["qk_split"] = "64", "64", "1"
+	pair("d128_qk_split=1", s128, 128, a, b)
+	for _, k := range s.Knobs {
+		for _, v := range k.Values {
+			if v == k.Default {
+				continue
+			}
+			cfg := s.Default()
+			cfg[k.Name] = v
+			if k.Name == "ncw" { // one consumer warpgroup: no ping-pong, every warpgroup 240 registers
+				cfg["pingpong"], cfg["pregs"] = "0", "24"
+			}
+			pair(k.Name+"="+v, s, 64, s.Default(), cfg)
+		}
+	}
+}
