@@ -240,3 +240,13 @@ func TestFA8HBuilds(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultArchOf: a family that does not build for the default
+// architecture is assumed on its own.
+func TestDefaultArchOf(t *testing.T) {
+	for family, want := range map[string]string{"": DefaultArch, sdpaName: DefaultArch, fa8hName: "sm_90", "nope": DefaultArch} {
+		if got := DefaultArchOf(family); got != want {
+			t.Errorf("DefaultArchOf(%q) = %s, want %s", family, got, want)
+		}
+	}
+}

@@ -101,5 +101,17 @@ func (f Family) SpaceFor(p space.Problem, t Target) (*space.Space, error) {
 	return f.Space(p, t)
 }
 
+// DefaultArchOf is the architecture assumed for a problem of the named
+// family where none is named and no GPU says which: DefaultArch where the
+// family builds for it, else the family's first architecture (sdpa-hopper:
+// sm_90). An unknown family gets DefaultArch; FamilyOf reports it.
+func DefaultArchOf(family string) string {
+	f, err := FamilyOf(family)
+	if err != nil || slices.Contains(f.Archs, DefaultArch) {
+		return DefaultArch
+	}
+	return f.Archs[0]
+}
+
 // Entry is the kernel whose ptxas figures a result reports.
 func (f Family) Entry() string { return f.Kernels[0] }

@@ -32,7 +32,7 @@ func archiveSpace(a *elites.Archive) *space.Space {
 	if meta.Problem.Family == "" {
 		return nil
 	}
-	sp, err := familySpace("", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArch))
+	sp, err := familySpace("", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArchOf(meta.Problem.Family)))
 	if err != nil {
 		return nil
 	}

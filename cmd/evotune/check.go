@@ -191,11 +191,11 @@ func compileOnly(ctx context.Context, w io.Writer, opts checkOptions, prob space
 // knob. Where no space knows them all, the default architecture's refusal
 // is the error.
 func parseEarly(prob space.Problem, arch, text string) error {
-	archs := []string{cmp.Or(arch, kernels.DefaultArch)}
+	archs := []string{cmp.Or(arch, kernels.DefaultArchOf(prob.Family))}
 	if arch == "" {
 		if family, err := kernels.FamilyOf(prob.Family); err == nil {
 			for _, a := range family.Archs {
-				if a != kernels.DefaultArch {
+				if a != archs[0] {
 					archs = append(archs, a)
 				}
 			}

@@ -174,7 +174,7 @@ func newExport(a *elites.Archive, name, archivePath string, now time.Time) (expo
 	if err != nil {
 		return export.Export{}, fmt.Errorf("export: %w", err)
 	}
-	sp, err := familySpace("export", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArch))
+	sp, err := familySpace("export", meta.Problem, cmp.Or(meta.Arch, kernels.DefaultArchOf(meta.Problem.Family)))
 	if err != nil {
 		return export.Export{}, fmt.Errorf("export: the archive's problem: %w", err)
 	}

@@ -44,6 +44,9 @@ func runSpace(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !fs.Changed("arch") {
+		opts.Arch = kernels.DefaultArchOf(prob.Family)
+	}
 	sp, err := familySpace("space", prob, opts.Arch)
 	if err != nil {
 		return err

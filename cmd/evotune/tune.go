@@ -120,7 +120,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 	if opts.Replay == "" && opts.KTCache == "" {
 		// A problem the family cannot build (a head dimension it does not
 		// have) is a usage error, found before any GPU or nvcc is looked for.
-		if _, err := familySpace("tune", prob, cmp.Or(opts.Arch, kernels.DefaultArch)); err != nil {
+		if _, err := familySpace("tune", prob, cmp.Or(opts.Arch, kernels.DefaultArchOf(prob.Family))); err != nil {
 			return err
 		}
 		if err := checkToolchain(ctx, "tune", opts.NVCC, prob); err != nil {
