@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +27,7 @@ type benchOptions struct {
 	Config  string
 	Shapes  []string // BxHxSxD, or BxHxSxD:causal
 	Dtype   string
+	Family  string // of --config without --archive
 	// OutDtype is fp8's or int8's output type ("" is fp16).
 	OutDtype string
 	// Baseline is an archive of another dtype (our best fp16, beside an
@@ -63,10 +66,17 @@ func benchCommand() command {
 	}
 }
 
-// rigBench is the torchcmp.GPU of a runner.Rig: one pipeline per problem.
+// rigBench is the torchcmp.GPU of runner.Rigs on one GPU: the setup's
+// family's, opened first, and one more for each other family a problem
+// names (a baseline archive of another family), opened when first asked;
+// one pipeline per problem.
 type rigBench struct {
-	rig   *runner.Rig
-	pipes map[string]*runner.Pipeline
+	ctx    context.Context
+	setup  gpuSetup
+	stderr io.Writer
+	rig    *runner.Rig            // the setup's family's
+	rigs   map[string]*runner.Rig // by family name, the first included
+	pipes  map[string]*runner.Pipeline
 }
 
 func openBenchGPU(ctx context.Context, s gpuSetup, stderr io.Writer) (torchcmp.GPU, error) {
@@ -75,13 +85,40 @@ func openBenchGPU(ctx context.Context, s gpuSetup, stderr io.Writer) (torchcmp.G
 	if err != nil {
 		return nil, err
 	}
-	return &rigBench{rig: rig, pipes: map[string]*runner.Pipeline{}}, nil
+	name := cmp.Or(s.Family.Name, kernels.DefaultFamily)
+	return &rigBench{ctx: ctx, setup: s, stderr: stderr, rig: rig, rigs: map[string]*runner.Rig{name: rig},
+		pipes: map[string]*runner.Pipeline{}}, nil
 }
 
 func (b *rigBench) Env() space.Env { return b.rig.Env() }
 
+// rigFor returns the rig of prob's family, opening it (with the family's
+// embedded source) if this is the first problem of that family.
+func (b *rigBench) rigFor(prob space.Problem) (*runner.Rig, error) {
+	name := cmp.Or(prob.Family, kernels.DefaultFamily)
+	if r, ok := b.rigs[name]; ok {
+		return r, nil
+	}
+	family, err := kernels.FamilyOf(name)
+	if err != nil {
+		return nil, err
+	}
+	s := b.setup
+	s.Family, s.Source = family, nil
+	r, err := s.open(b.ctx, "bench", false, b.stderr)
+	if err != nil {
+		return nil, err
+	}
+	b.rigs[name] = r
+	return r, nil
+}
+
 func (b *rigBench) Space(prob space.Problem) (*space.Space, error) {
-	return b.rig.Space(prob)
+	r, err := b.rigFor(prob)
+	if err != nil {
+		return nil, err
+	}
+	return r.Space(prob)
 }
 
 func (b *rigBench) pipe(prob space.Problem) (*runner.Pipeline, error) {
@@ -93,7 +130,11 @@ func (b *rigBench) pipe(prob space.Problem) (*runner.Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.rig.Pipeline(prob, sp)
+	r, err := b.rigFor(prob)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.Pipeline(prob, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +158,13 @@ func (b *rigBench) Eager(ctx context.Context, prob space.Problem, cfg space.Conf
 	return p.Measure(ctx, cfg, prob.Shapes[0], true)
 }
 
-func (b *rigBench) Close() error { return b.rig.Close() }
+func (b *rigBench) Close() error {
+	var errs []error
+	for _, r := range b.rigs {
+		errs = append(errs, r.Close())
+	}
+	return errors.Join(errs...)
+}
 
 func runBench(ctx context.Context, c *cli, args []string, open func(context.Context, gpuSetup, io.Writer) (torchcmp.GPU, error)) error {
 	opts := defaultBenchOptions()
@@ -127,6 +174,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	fs.StringSliceVar(&opts.Shapes, "shapes", opts.Shapes, "comma-separated shapes `BxHxSxD[:causal]` (with --archive, default the archive's shapes and mask)")
 	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (with --archive, default the archive's; PyTorch is timed in the output type beside fp8 and int8)")
 	fs.StringVar(&opts.OutDtype, "out-dtype", opts.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
+	fs.StringVar(&opts.Family, "family", opts.Family, "kernel family of --config: "+strings.Join(kernels.FamilyNames(), ", ")+" (with --archive, the archive's)")
 	fs.StringVar(&opts.Baseline, "baseline-archive", opts.Baseline, "archive `directory` of another dtype (e.g. our best fp16 beside fp8 or int8) whose best is timed on every shape too")
 	fs.StringVar(&opts.Out, "out", opts.Out, "`directory` for bench.md and bench.json")
 	fs.StringVar(&opts.Python, "python", opts.Python, "python `interpreter` with PyTorch")
@@ -153,7 +201,13 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	}
 
 	// What is timed: the archive's best, or --config, for the problem it was tuned for.
-	tunedFor := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
+	if _, err := kernels.FamilyOf(opts.Family); err != nil {
+		return usagef("bench", "--family: %v", err)
+	}
+	if opts.Family != "" && opts.Archive != "" {
+		return usagef("bench", "--family: the archive names its family")
+	}
+	tunedFor := space.Problem{Family: cmp.Or(opts.Family, kernels.DefaultFamily), Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
 	var best space.Config
 	bestKey := ""
 	if opts.Archive != "" {
@@ -199,6 +253,13 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	}
 
 	opts.gpu.GPUs = []int{opts.GPU}
+	// The rig compiles the archive's family; a baseline of another family
+	// gets its own (rigBench.rigFor).
+	family, err := kernels.FamilyOf(tunedFor.Family)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	opts.gpu.Family = family
 	gpu, err := open(ctx, opts.gpu, c.stderr)
 	if err != nil {
 		return fmt.Errorf("%w (bench needs a GPU)", err)

@@ -36,7 +36,11 @@ func (f *fakeBenchGPU) Space(prob space.Problem) (*space.Space, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kernels.SDPASpace(prob, t)
+	family, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		return nil, err
+	}
+	return family.SpaceFor(prob, t)
 }
 
 func (f *fakeBenchGPU) us(prob space.Problem, cfg space.Config) float64 {
@@ -381,5 +385,34 @@ func TestBenchFP8BesideFP16(t *testing.T) {
 				t.Errorf("bench.json: %+v", rep)
 			}
 		})
+	}
+}
+
+// TestBenchHopperBesideFP16: a config of the sdpa-hopper family is timed in
+// its own family's space beside an fp16 archive of the first family (each
+// with its own family's default), not refused as a config of the first.
+func TestBenchHopperBesideFP16(t *testing.T) {
+	fp16Archive, out, script := benchFixture(t, fakePython)
+	gpu := &fakeBenchGPU{}
+	sp, err := gpu.Space(space.Problem{Family: "sdpa-hopper", Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}}, Dtype: "fp8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sp.Default()
+	cfg["stages"] = "6"
+	stdout, err := runBenchCLI(t, gpu, "--family", "sdpa-hopper", "--dtype", "fp8", "--config", cfg.Key(), "--baseline-archive", fp16Archive,
+		"--out", out, "--torch-script", script, "--shapes", "1x8x512x64")
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	// ours at 5 µs (the hopper default 6), the fp16 archive's best at 10.
+	for _, want := range []string{"| 1x8x512x64 | best | 5.00 | 10.00 | 6.00 (12.00) |", "| 10.00 | 0.50 |", "tuned for sdpa-hopper 1x8x512x64 fp8"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("bench.md lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := runBenchCLI(t, gpu, "--family", "fa3", "--dtype", "fp8", "--config", cfg.Key(), "--out", out, "--torch-script", script); err == nil ||
+		!strings.Contains(err.Error(), "--family") {
+		t.Errorf("--family fa3: %v, want a usage error naming --family", err)
 	}
 }

@@ -82,7 +82,7 @@ type GPU interface {
 // Row times the best config (when it was compiled for this shape's head
 // dimension and dtype) and the family default on one shape.
 func Row(ctx context.Context, gpu GPU, s Shape, dtype, outDtype string, best space.Config, tunedFor space.Problem) (elites.BenchRow, error) {
-	prob := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{s.Shape}, Dtype: dtype, OutDtype: outDtype, Causal: s.Causal}
+	prob := space.Problem{Family: cmp.Or(tunedFor.Family, kernels.DefaultFamily), Shapes: []space.Shape{s.Shape}, Dtype: dtype, OutDtype: outDtype, Causal: s.Causal}
 	row := elites.BenchRow{Shape: s.Shape.String(), Causal: s.Causal, Source: "best"}
 	sp, err := gpu.Space(prob)
 	if err != nil {
@@ -140,7 +140,7 @@ func AddBaseline(ctx context.Context, gpu GPU, row *elites.BenchRow, s Shape, b 
 }
 
 func baselineMeasure(ctx context.Context, gpu GPU, s Shape, b Baseline) *elites.BenchMeasure {
-	prob := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{s.Shape}, Dtype: b.Problem.Dtype, OutDtype: b.Problem.OutDtype, Causal: s.Causal}
+	prob := space.Problem{Family: cmp.Or(b.Problem.Family, kernels.DefaultFamily), Shapes: []space.Shape{s.Shape}, Dtype: b.Problem.Dtype, OutDtype: b.Problem.OutDtype, Causal: s.Causal}
 	sp, err := gpu.Space(prob)
 	if err != nil {
 		return &elites.BenchMeasure{Status: space.StatusConstraint, Reason: err.Error()}
