@@ -12,24 +12,19 @@ import (
 	"testing"
 )
 
-// protoHopperBase is the D=64 build of kernels/proto/hopper that the
-// device runs chose (results/2026-11-26-h100-fa8proto: s6n).
-var protoHopperBase = []string{"-DHD=64", "-DBN=128", "-DNCW=2", "-DSTAGES=6", "-DPINGPONG=0", "-DPERSISTENT=1", "-DQK_SPLIT=1",
-	"-DPV_ACCUM=0", "-DCAUSAL=0", "-DPREGS=40"}
-
-// TestProtoHopperBuilds compiles the Hopper-native fp8 prototype
-// (kernels/proto/hopper/fa8.cu, sm_90a) the way its run.sh does, for the
-// builds its device runs kept and for one change of each macro from the
-// chosen D=64 build, and checks what the device runs rely on but cannot
-// see: both products are E4M3 warpgroup MMAs (QGMMA, no synchronous tensor
-// instruction), ptxas did not serialise them for a non-wgmma write to an
-// accumulator (C7515: that was a 30% loss before the accumulators were
-// pinned), no instruction writes P's registers while the P V that reads
-// them is in flight, and every macro changes the machine code.
-func TestProtoHopperBuilds(t *testing.T) {
-	cc := newFP8SASSCompiler(t)
-	// Read here and compiled from a copy, so that the test's cached result
-	// goes stale when the source changes.
+// TestProtoHopperHarness builds kernels/proto/hopper/fa8.cu, the device
+// runs' check and timing harness over the family's kernel (fa8h.cu), as its
+// run.sh does for the builds its steps name (host code included), so that
+// the harness keeps compiling as the kernel changes. The kernel's own
+// properties are TestFA8HBuilds'.
+func TestProtoHopperHarness(t *testing.T) {
+	cc := newFP8Compiler(t)
+	kernelsDir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read here so that the test's cached result goes stale when the
+	// harness changes (fa8h.cu is embedded in the package).
 	code, err := os.ReadFile(filepath.Join("proto", "hopper", "fa8.cu"))
 	if err != nil {
 		t.Fatal(err)
@@ -38,60 +33,16 @@ func TestProtoHopperBuilds(t *testing.T) {
 	if err := os.WriteFile(src, code, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	builds := newSASSBuilds(cc, func(flags []string, out string) []string {
-		args := append([]string{"-O3", "-std=c++17", "-use_fast_math", "-gencode", "arch=compute_90a,code=sm_90a",
-			"-Xptxas", "-v", "-cubin", "-o", out}, flags...)
-		return append(args, src)
-	})
-	compile := builds.get
-	with := func(changes ...string) []string {
-		flags := append([]string(nil), protoHopperBase...)
-		for _, c := range changes {
-			name, _, _ := strings.Cut(c, "=")
-			for i, f := range flags {
-				if strings.HasPrefix(f, name+"=") {
-					flags[i] = c
-				}
-			}
+	for i, macros := range [][]string{
+		{"-DHD=64", "-DBN=128", "-DNCW=2", "-DSTAGES=6", "-DPINGPONG=0", "-DPERSISTENT=1", "-DPREGS=56"},
+		{"-DHD=128", "-DBN=128", "-DNCW=2", "-DSTAGES=4", "-DQK_SPLIT=2", "-DPERSISTENT=1", "-DCAUSAL=1"},
+	} {
+		out := filepath.Join(cc.dir, fmt.Sprintf("harness%d", i))
+		args := append([]string{"-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-I" + kernelsDir, "-o", out}, macros...)
+		if log, err := exec.Command(cc.nvcc, append(args, src)...).CombinedOutput(); err != nil {
+			t.Errorf("nvcc %s: %v\n%s", strings.Join(macros, " "), err, log)
 		}
-		return flags
 	}
-
-	t.Run("kept", func(t *testing.T) {
-		for _, k := range []struct {
-			name     string
-			flags    []string
-			serialOK bool // QK_SPLIT=2 at D=128: ptxas serialises for registers (C7512), measured and kept
-		}{
-			{"s6n", with(), false},
-			{"c6n causal", with("-DCAUSAL=1"), false},
-			{"d128x2s4p", with("-DHD=128", "-DSTAGES=4", "-DQK_SPLIT=2", "-DPINGPONG=1"), true},
-			{"sh1s4 one consumer", with("-DNCW=1", "-DSTAGES=4", "-DPERSISTENT=0"), false},
-		} {
-			t.Run(strings.ReplaceAll(k.name, " ", "_"), func(t *testing.T) {
-				t.Parallel()
-				checkHopperSASS(t, compile(k.flags), k.serialOK)
-			})
-		}
-	})
-
-	t.Run("macros", func(t *testing.T) {
-		for _, c := range []string{"-DBN=64", "-DSTAGES=4", "-DPINGPONG=1", "-DQK_SPLIT=0", "-DPERSISTENT=0", "-DPV_ACCUM=1",
-			"-DPREGS=24", "-DCAUSAL=1", "-DHD=128"} {
-			t.Run(strings.TrimPrefix(c, "-D"), func(t *testing.T) {
-				t.Parallel()
-				base, changed := compile(with()), compile(with(c))
-				for _, b := range []*sassBuild{base, changed} {
-					if b.err != nil {
-						t.Fatal(b.err)
-					}
-				}
-				if stripAddrs(base.sass) == stripAddrs(changed.sass) {
-					t.Errorf("%s leaves the SASS unchanged", c)
-				}
-			})
-		}
-	})
 }
 
 // checkHopperSASS checks a build of the Hopper fp8 kernel (the prototype's

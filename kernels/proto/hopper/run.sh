@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds fa8.cu's variants and the H100's tuned fp16 bests (kernels/proto/wgmma/wg.cu), checks the fa8 builds
+# Builds fa8.cu's variants (the harness over kernels/fa8h.cu, as the family builds it: no -use_fast_math) and the H100's tuned fp16 bests (kernels/proto/wgmma/wg.cu), checks the fa8 builds
 # (every check case, in parallel), then times everything one after another on the same GPU, PyTorch's fp16 SDPA
 # last. Run on the H100: bash kernels/proto/hopper/run.sh STEP > out.txt 2>&1
 cd "$(dirname "$0")"
@@ -13,7 +13,7 @@ read -r -a CHECK < "steps/$STEP.check"
 echo "step $STEP $(date -u +%FT%TZ) commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) $($NVCC --version | tail -1)"
 for v in "${V[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
-  $NVCC -O3 -std=c++17 -use_fast_math -gencode arch=compute_90a,code=sm_90a -Xptxas -v $mac -o "$T/$name" fa8.cu > "$T/$name.log" 2>&1 &
+  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -I../.. $mac -o "$T/$name" fa8.cu > "$T/$name.log" 2>&1 &
 done
 # The tuned fp16 bests (results/2026-11-22-h100-retune, as kernels/proto/wgmma/run.sh builds them; the short
 # shape's from results/2026-11-26-h100-qkf16/run.sh).
