@@ -45,6 +45,16 @@ type Family struct {
 	// PlanC renders Plan's rules as C, for the configs compiled at head
 	// dimension d, under prefix: the plan header export writes.
 	PlanC func(prefix string, configs []space.Config, d int) (string, error)
+	// LaunchC renders, for export's launcher, the C++ function
+	// `cudaError_t launch(const void* const* fns, std::atomic<unsigned long
+	// long>& smem_done, const struct PREFIX_plan& pl, SdpaParams p,
+	// cudaStream_t stream)` that runs one plan: fns are a config's entry
+	// points in Kernels' order, and allow_smem (the launcher's) grants a
+	// kernel its dynamic shared memory once per device.
+	LaunchC func(prefix string) string
+	// Namespace is the C++ namespace of the source's code and the prefix of
+	// its entry points, which export renames per config.
+	Namespace string
 	// Tolerance is the correctness gate for a dtype and its output dtype
 	// ("" for the default) at input scale 1.
 	Tolerance func(dtype, outDtype string) Tolerance

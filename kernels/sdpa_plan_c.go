@@ -104,3 +104,21 @@ enum {
 	}
 	return b.String(), nil
 }
+
+// sdpaLaunchC is the SDPA family's launch function for export's launcher:
+// sdpa_fwd (fns[0]), then sdpa_combine (fns[1]) when the keys are split.
+func sdpaLaunchC(prefix string) string {
+	return fmt.Sprintf(`// launch runs a plan: the forward kernel, then the combine pass when the
+// keys are split.
+cudaError_t launch(const void* const* fns, std::atomic<unsigned long long>& smem_done,
+                   const struct %[1]s_plan& pl, SdpaParams p, cudaStream_t stream) {
+    cudaError_t err = allow_smem(fns[0], pl.smem_bytes, smem_done);
+    if (err != cudaSuccess) return err;
+    void* args[] = {&p};
+    err = cudaLaunchKernel(fns[0], dim3(static_cast<unsigned>(pl.grid)), dim3(pl.threads), args,
+                           static_cast<size_t>(pl.smem_bytes), stream);
+    if (err != cudaSuccess || pl.split_kv <= 1) return err;
+    return cudaLaunchKernel(fns[1], dim3(static_cast<unsigned>(pl.combine_grid)), dim3(pl.combine_threads), args, 0, stream);
+}
+`, prefix)
+}

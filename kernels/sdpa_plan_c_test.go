@@ -114,11 +114,22 @@ func runPlanC(t *testing.T, cc string, configs []space.Config, d int) []string {
 	if err != nil {
 		t.Fatalf("SDPAPlanC: %v", err)
 	}
+	return runRenderedPlanC(t, cc, src, len(configs), d,
+		" grid %lld threads %d smem %d split %d combine %lld x %d workspace %lld lse %lld",
+		"p.grid, p.threads, p.smem_bytes, p.split_kv, p.combine_grid, p.combine_threads, p.workspace_bytes, p.lse_offset_bytes")
+}
+
+// runRenderedPlanC compiles src, a family's plans of n configs rendered
+// under the prefix tp, into a program that prints, for every case, the
+// status and (when 0) the plan's fields as format and args (C) say, runs
+// it and returns its lines.
+func runRenderedPlanC(t *testing.T, cc, src string, n, d int, format, args string) []string {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString("#include <stdio.h>\n\n")
 	b.WriteString(src)
 	b.WriteString("\ntypedef int (*plan_fn)(int, int, int, int, int, struct tp_plan*);\nstatic const plan_fn fns[] = {")
-	for i := range configs {
+	for i := range n {
 		fmt.Fprintf(&b, "tp_plan_%d, ", i)
 	}
 	b.WriteString("};\nstatic const int shapes[][3] = {")
@@ -139,13 +150,12 @@ int main(void) {
                     int rc = fns[ci](s[0], s[1], s[2], ds[di], sms[mi], &p);
                     printf("%%u %%d %%d %%d %%d %%d rc %%d", ci, s[0], s[1], s[2], ds[di], sms[mi], rc);
                     if (rc == 0)
-                        printf(" grid %%lld threads %%d smem %%d split %%d combine %%lld x %%d workspace %%lld lse %%lld", p.grid, p.threads,
-                               p.smem_bytes, p.split_kv, p.combine_grid, p.combine_threads, p.workspace_bytes, p.lse_offset_bytes);
+                        printf("%s", %s);
                     printf("\n");
                 }
     return 0;
 }
-`, d, 192-d)
+`, d, 192-d, format, args)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plan.c")
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {

@@ -19,6 +19,8 @@ func sdpaFamily() Family {
 		Space:     SDPASpace,
 		Plan:      SDPAPlan,
 		PlanC:     SDPAPlanC,
+		LaunchC:   sdpaLaunchC,
+		Namespace: sdpaName,
 		Tolerance: ToleranceFor,
 		CheckNVCC: CheckNVCCFor,
 		FLOPs:     SDPAFLOPs,

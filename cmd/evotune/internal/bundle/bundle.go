@@ -273,10 +273,11 @@ func (b *Bundle) launchHeader() string {
 	fmt.Fprintf(&w, `//
 // Calls of a shape the search tuned run the config tuned for that shape;
 // others run the overall best (%[1]s_config_key says which).
-// %[1]s_workspace_bytes is the fp32 workspace a shape needs (0 for most
-// configs; split-kv configs keep partial outputs there): pass a buffer of at
-// least that size, or null when it is 0. A workspace must not be shared by
-// calls in flight on different streams.
+// %[1]s_workspace_bytes is the workspace a shape needs (the first family:
+// 0 for most configs, split-kv configs keep fp32 partial outputs there;
+// sdpa-hopper: V transposed, one byte an element): pass a buffer of at least
+// that size, or null when it is 0. A workspace must not be shared by calls in
+// flight on different streams.
 
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -392,10 +393,10 @@ func (b *Bundle) launchSource() (string, error) {
 		// Each config's copy of the source is renamed, so that several
 		// compile into one program: its namespace, the family's name, and
 		// its entry points, whose leading family name becomes the config's.
-		fmt.Fprintf(&w, "#define %s %s\n", b.family.Name, ns)
-		undef := []string{b.family.Name}
+		fmt.Fprintf(&w, "#define %s %s\n", b.family.Namespace, ns)
+		undef := []string{b.family.Namespace}
 		for _, k := range b.family.Kernels {
-			fmt.Fprintf(&w, "#define %s %s%s\n", k, ns, strings.TrimPrefix(k, b.family.Name))
+			fmt.Fprintf(&w, "#define %s %s\n", k, b.kernelName(i, k))
 			undef = append(undef, k)
 		}
 		fmt.Fprintf(&w, "#include \"%s_kernel/%s\"\n", n, b.Source.Name)
@@ -417,14 +418,19 @@ func (b *Bundle) launchSource() (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("bundle %s, config %s: %w", n, c.Key, err)
 			}
-			f := plan.Launches[0]
+			var f kernels.Launch
+			for _, l := range plan.Launches {
+				if l.Kernel == b.family.Entry() {
+					f = l
+				}
+			}
 			fmt.Fprintf(&w, "static_assert(%s::kThreads == %d && %s::kSmemBytes == %d,\n", ns, f.Block[0], ns, f.SharedBytes)
 			fmt.Fprintf(&w, "              \"config %d: the kernel's threads or shared memory differ from %s_plan.h\");\n", i, n)
 		}
 	}
 
 	w.WriteString("\nnamespace {\n\n")
-	fmt.Fprintf(&w, `// Devices whose SM count and shared-memory opt-in are known, by bit.
+	w.WriteString(`// Devices whose SM count and shared-memory opt-in are known, by bit.
 constexpr int kMaxCachedDevices = 64;
 
 // device_sms returns the current device's SM count (persistent configs
@@ -462,27 +468,16 @@ cudaError_t allow_smem(const void* fn, int smem, std::atomic<unsigned long long>
     return cudaSuccess;
 }
 
-// launch runs a plan: the forward kernel, then the combine pass when the
-// keys are split.
-cudaError_t launch(const void* fwd, const void* combine, std::atomic<unsigned long long>& smem_done,
-                   const struct %[1]s_plan& pl, SdpaParams p, cudaStream_t stream) {
-    cudaError_t err = allow_smem(fwd, pl.smem_bytes, smem_done);
-    if (err != cudaSuccess) return err;
-    void* args[] = {&p};
-    err = cudaLaunchKernel(fwd, dim3(static_cast<unsigned>(pl.grid)), dim3(pl.threads), args,
-                           static_cast<size_t>(pl.smem_bytes), stream);
-    if (err != cudaSuccess || pl.split_kv <= 1) return err;
-    return cudaLaunchKernel(combine, dim3(static_cast<unsigned>(pl.combine_grid)), dim3(pl.combine_threads), args, 0, stream);
-}
-`, n)
+`)
+	w.WriteString(b.family.LaunchC(n))
 	for i := range b.Configs {
 		fmt.Fprintf(&w, `
 cudaError_t launch_%[1]d(const struct %[2]s_plan& pl, const SdpaParams& p, cudaStream_t stream) {
     static std::atomic<unsigned long long> smem_done{0};
-    return launch(reinterpret_cast<const void*>(&%[2]s_c%[1]d_fwd), reinterpret_cast<const void*>(&%[2]s_c%[1]d_combine),
-                  smem_done, pl, p, stream);
+    static const void* const fns[] = {%[3]s};
+    return launch(fns, smem_done, pl, p, stream);
 }
-`, i, n)
+`, i, n, b.kernelTable(i))
 	}
 	fmt.Fprintf(&w, `
 struct config_entry {
@@ -584,6 +579,22 @@ extern "C" cudaError_t %[1]s_forward(%[4]s) {
 	}
 	w.WriteString("    return c.launch(pl, p, stream);\n}\n")
 	return w.String(), nil
+}
+
+// kernelName is config i's name for the family's entry point k: the
+// family's namespace prefix becomes the config's.
+func (b *Bundle) kernelName(i int, k string) string {
+	return fmt.Sprintf("%s_c%d%s", b.Name, i, strings.TrimPrefix(k, b.family.Namespace))
+}
+
+// kernelTable lists config i's entry points in the family's order, the
+// order its LaunchC indexes them in.
+func (b *Bundle) kernelTable(i int) string {
+	var refs []string
+	for _, k := range b.family.Kernels {
+		refs = append(refs, "reinterpret_cast<const void*>(&"+b.kernelName(i, k)+")")
+	}
+	return strings.Join(refs, ", ")
 }
 
 // shapesOf names the shapes routed to config i.
