@@ -71,6 +71,18 @@
 #define FA8H_PREGS 40  // the producer's registers (24 or 40); the consumers take the rest
 #endif
 
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
+#error "fa8h.cu (sdpa-hopper) needs sm_90a: nvcc -gencode arch=compute_90a,code=sm_90a"
+#endif
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ < 12 || __CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ < 4)
+#error "fa8h.cu (sdpa-hopper) needs nvcc 12.4 or newer"
+#endif
+
+// Everything but the entry points is in namespace fa8h, which an export
+// bundle renames per config so that several configs compile into one program.
+namespace fa8h {
+
 static_assert(FA8H_HD == 64 || FA8H_HD == 128, "FA8H_HD is 64 or 128");
 static_assert(FA8H_BN == 64 || FA8H_BN == 128, "FA8H_BN is 64 or 128");
 static_assert(FA8H_NCW == 1 || FA8H_NCW == 2, "FA8H_NCW is 1 or 2");
@@ -608,26 +620,28 @@ __device__ __forceinline__ void vt_transpose(const uint8_t* v, uint8_t* vt, int 
 }
 
 
+}  // namespace fa8h
+
 // The V transpose: V [BH][S][D] -> V^T [BH][D][Sp] in the workspace (Sp: S
 // rounded up to 16, the keys beyond S zero). Grid (Sp / 64 rounded up, B*H),
 // 256 threads.
 extern "C" __global__ void __launch_bounds__(256) fa8h_vt(const SdpaParams p) {
-    vt_transpose((const uint8_t*)p.v, (uint8_t*)p.o_part, p.s, (p.s + 15) / 16 * 16);
+    fa8h::vt_transpose((const uint8_t*)p.v, (uint8_t*)p.o_part, p.s, (p.s + 15) / 16 * 16);
 }
 
 // The forward. Grid: one CTA per work item (B*H times S / BM rounded up), or
 // with FA8H_PERSISTENT at most one per SM, striding over them; kThreads
 // threads; kSmemBytes of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(kThreads, 1) fa8h_fwd(const SdpaParams sp) {
-    Params p;
+extern "C" __global__ void __launch_bounds__(fa8h::kThreads, 1) fa8h_fwd(const SdpaParams sp) {
+    fa8h::Params p;
     p.q = (const uint8_t*)sp.q;
     p.k = (const uint8_t*)sp.k;
     p.vt = (const uint8_t*)sp.o_part;
-    p.o = (OutT*)sp.o;
+    p.o = (fa8h::OutT*)sp.o;
     p.bh = sp.b * sp.h;
     p.s = sp.s;
     p.sp = (sp.s + 15) / 16 * 16;
     p.qk_scale2 = sp.q_scale * sp.k_scale * sp.scale * 1.4426950408889634f;
     p.v_scale = sp.v_scale;
-    fwd(p);
+    fa8h::fwd(p);
 }

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"evotune/space"
 )
@@ -39,7 +40,9 @@ func fa8hFamily() Family {
 		Kernels:   []string{FA8HForwardKernel, FA8HTransposeKernel},
 		Space:     FA8HSpace,
 		Plan:      FA8HPlan,
-		PlanC:     fa8hPlanC,
+		PlanC:     FA8HPlanC,
+		LaunchC:   fa8hLaunchC,
+		Namespace: "fa8h",
 		Tolerance: ToleranceFor,
 		CheckNVCC: CheckNVCCFor,
 		FLOPs:     SDPAFLOPs,
@@ -239,8 +242,86 @@ func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 	}, nil
 }
 
-// fa8hPlanC: the bundle's launcher is written for the first family's launch
-// pair; this family's export is not there yet.
-func fa8hPlanC(prefix string, configs []space.Config, d int) (string, error) {
-	return "", fmt.Errorf("export of the %s family is not supported yet: its launcher (V's transpose into a workspace, then the forward) is not written; tune, check and bench take it", fa8hName)
+// FA8HPlanC renders FA8HPlan's rules for each of configs, compiled at head
+// dimension d, as C that needs no CUDA header: a struct PREFIX_plan and a
+// function PREFIX_plan_I(b, h, s, d, sms, &plan) per config I, with the
+// status codes of SDPAPlanC (the launcher's forward reads them alike).
+// TestFA8HPlanC compiles them and compares them with FA8HPlan.
+func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
+	if !cIdent.MatchString(prefix) {
+		return "", fmt.Errorf("%s plan in C: prefix %q is not a C identifier", fa8hName, prefix)
+	}
+	var b strings.Builder
+	P := strings.ToUpper(prefix)
+	fmt.Fprintf(&b, `/* The launch plan of each config: kernels.FA8HPlan rendered as C. */
+struct %[1]s_plan {
+    long long grid;             /* fa8h_fwd CTAs (grid.x) */
+    int threads;                /* fa8h_fwd threads per CTA */
+    int smem_bytes;             /* fa8h_fwd dynamic shared memory */
+    long long vt_grid_x;        /* fa8h_vt CTAs: key blocks of 64 ... */
+    int vt_grid_y;              /* ... by batch x heads */
+    int vt_threads;             /* fa8h_vt threads per CTA */
+    long long workspace_bytes;  /* V^T, one byte an element, keys padded to 16 */
+    long long lse_offset_bytes; /* unused: 0 */
+};
+
+enum {
+    %[2]s_PLAN_OK = %[3]d,
+    %[2]s_PLAN_BAD_SHAPE = %[4]d,
+    %[2]s_PLAN_BAD_HEAD_DIM = %[5]d,
+    %[2]s_PLAN_NO_SMS = %[6]d,
+    %[2]s_PLAN_TOO_MANY_TILES = %[7]d
+};
+`, prefix, P, PlanCOK, PlanCBadShape, PlanCBadHeadDim, PlanCNoSMs, PlanCTooManyTiles)
+	for i, c := range configs {
+		g, err := fa8hGeomOf(c, d)
+		if err != nil {
+			return "", fmt.Errorf("%s plan in C, config %s: %w", fa8hName, c.Key(), err)
+		}
+		fmt.Fprintf(&b, "\n/* config %d: %s at D=%d */\n", i, c.Key(), d)
+		fmt.Fprintf(&b, "static inline int %s_plan_%d(int b, int h, int s, int d, int sms, struct %s_plan* p) {\n", prefix, i, prefix)
+		b.WriteString("    long long bh, items, grid, sp;\n")
+		fmt.Fprintf(&b, "    if (b <= 0 || h <= 0 || s <= 0) return %s_PLAN_BAD_SHAPE;\n", P)
+		fmt.Fprintf(&b, "    if (d != %d) return %s_PLAN_BAD_HEAD_DIM;\n", d, P)
+		b.WriteString("    bh = (long long)b * h;\n")
+		fmt.Fprintf(&b, "    if (bh > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", maxGridY, P)
+		fmt.Fprintf(&b, "    items = bh * (((long long)s + %d - 1) / %d);\n", g.rows(), g.rows())
+		fmt.Fprintf(&b, "    if (items > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", int64(maxGridX), P)
+		b.WriteString("    grid = items;\n")
+		if g.persistent {
+			fmt.Fprintf(&b, "    if (sms <= 0) return %s_PLAN_NO_SMS;\n", P)
+			b.WriteString("    if (grid > sms) grid = sms;\n")
+		} else {
+			b.WriteString("    (void)sms;\n")
+		}
+		b.WriteString("    sp = ((long long)s + 15) / 16 * 16;\n")
+		b.WriteString("    p->grid = grid;\n")
+		fmt.Fprintf(&b, "    p->threads = %d;\n", g.threads())
+		fmt.Fprintf(&b, "    p->smem_bytes = %d;\n", g.sharedBytes())
+		b.WriteString("    p->vt_grid_x = (sp + 63) / 64;\n")
+		b.WriteString("    p->vt_grid_y = (int)bh;\n")
+		b.WriteString("    p->vt_threads = 256;\n")
+		fmt.Fprintf(&b, "    p->workspace_bytes = (bh * %d * sp + 15) / 16 * 16;\n", d)
+		b.WriteString("    p->lse_offset_bytes = 0;\n")
+		fmt.Fprintf(&b, "    return %s_PLAN_OK;\n}\n", P)
+	}
+	return b.String(), nil
+}
+
+// fa8hLaunchC: V's transpose (fns[1]) into the workspace, then the forward
+// (fns[0]), which reads it.
+func fa8hLaunchC(prefix string) string {
+	return fmt.Sprintf(`// launch runs a plan: V's transpose into the workspace, then the forward.
+cudaError_t launch(const void* const* fns, std::atomic<unsigned long long>& smem_done,
+                   const struct %[1]s_plan& pl, SdpaParams p, cudaStream_t stream) {
+    cudaError_t err = allow_smem(fns[0], pl.smem_bytes, smem_done);
+    if (err != cudaSuccess) return err;
+    void* args[] = {&p};
+    err = cudaLaunchKernel(fns[1], dim3(static_cast<unsigned>(pl.vt_grid_x), static_cast<unsigned>(pl.vt_grid_y)),
+                           dim3(pl.vt_threads), args, 0, stream);
+    if (err != cudaSuccess) return err;
+    return cudaLaunchKernel(fns[0], dim3(static_cast<unsigned>(pl.grid)), dim3(pl.threads), args,
+                            static_cast<size_t>(pl.smem_bytes), stream);
+}
+`, prefix)
 }

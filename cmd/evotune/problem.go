@@ -44,7 +44,7 @@ func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
 	fs.StringVar(&p.OutDtype, "out-dtype", p.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
 	fs.BoolVar(&p.Causal, "causal", p.Causal, "apply a causal mask")
 	fs.StringVar(&p.Family, "family", p.Family, "kernel family: "+strings.Join(kernels.FamilyNames(), ", ")+
-		" (default "+kernels.DefaultFamily+"; sdpa-hopper: fp8 on wgmma, sm_90 only, no export yet)")
+		" (default "+kernels.DefaultFamily+"; sdpa-hopper: fp8 on wgmma, sm_90 only)")
 }
 
 // problem validates the flags and returns the problem they name. Errors are

@@ -37,6 +37,7 @@
 #define FA8H_PREGS PREGS
 #endif
 #include "fa8h.cu"
+using namespace fa8h;
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

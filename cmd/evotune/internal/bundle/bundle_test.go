@@ -40,7 +40,11 @@ func configsOf(t *testing.T, prob space.Problem, arch string) func(kv string) Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := kernels.SDPASpace(prob, tg)
+	family, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := family.SpaceFor(prob, tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +368,70 @@ func TestWgmmaBundle(t *testing.T) {
 		ok   bool
 	}{{"-gencode=arch=compute_90a,code=sm_90a", true}, {"-arch=sm_90", false}, {"-arch=sm_90a", false}} {
 		cmd := exec.Command(nvcc, "-std=c++17", "-O3", c.arch, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+		out, err := cmd.CombinedOutput()
+		if c.ok && err != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+		}
+		if !c.ok && (err == nil || !strings.Contains(string(out), "needs sm_90a")) {
+			t.Errorf("%s: want the build refused naming sm_90a, got %v\n%s", c.arch, err, out)
+		}
+	}
+}
+
+// TestHopperBundle exports an sdpa-hopper bundle of two configs (each
+// shape's own): its launcher runs V's transpose and then the forward from
+// each config's renamed entry points, the header says the build needs
+// sm_90a, and with $EVOTUNE_FP8_NVCC the launcher compiles for sm_90a (the
+// kernels' threads and shared memory checked against the plan header by
+// static_assert) and is refused for plain sm_90.
+func TestHopperBundle(t *testing.T) {
+	prob := space.Problem{Family: "sdpa-hopper", Dtype: "fp8",
+		Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: 64}, {B: 1, H: 8, S: 512, D: 64}}}
+	cfg := configsOf(t, prob, "sm_90")
+	best := cfg("stages=6")
+	short := cfg("ncw=1,pingpong=0,pregs=24,persistent=0")
+	f, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New("tuned_attn", prob, f.Source(), "sm_90", best,
+		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: short}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]string{}
+	for _, f := range files {
+		text[f.Path] = string(f.Data)
+	}
+	for file, wants := range map[string][]string{
+		"tuned_attn_launch.cu": {"#define fa8h tuned_attn_c1\n#define fa8h_fwd tuned_attn_c1_fwd\n#define fa8h_vt tuned_attn_c1_vt\n",
+			"{reinterpret_cast<const void*>(&tuned_attn_c0_fwd), reinterpret_cast<const void*>(&tuned_attn_c0_vt)}",
+			"static_assert(tuned_attn_c0::kThreads == 384", "static_assert(tuned_attn_c1::kThreads == 256",
+			"err = cudaLaunchKernel(fns[1], dim3(static_cast<unsigned>(pl.vt_grid_x)"},
+		"tuned_attn_launch.h": {"#define TUNED_ATTN_SM90A 1 "},
+		"tuned_attn_plan.h":   {"p->vt_threads = 256;", "struct tuned_attn_plan {"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(text[file], want) {
+				t.Errorf("%s lacks %q", file, want)
+			}
+		}
+	}
+	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
+	if nvcc == "" {
+		t.Skipf("EVOTUNE_FP8_NVCC is not set: the compile needs nvcc %s or newer", kernels.FP8MinNVCC)
+	}
+	dir := t.TempDir()
+	writeBundle(t, b, dir)
+	for _, c := range []struct {
+		arch string
+		ok   bool
+	}{{"-gencode=arch=compute_90a,code=sm_90a", true}, {"-arch=sm_90", false}} {
+		cmd := exec.Command(nvcc, "-std=c++17", "-O3", c.arch, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_attn_launch.cu"))
 		out, err := cmd.CombinedOutput()
 		if c.ok && err != nil {
 			t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
