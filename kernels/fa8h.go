@@ -264,15 +264,8 @@ struct %[1]s_plan {
     long long workspace_bytes;  /* V^T, one byte an element, keys padded to 16 */
     long long lse_offset_bytes; /* unused: 0 */
 };
-
-enum {
-    %[2]s_PLAN_OK = %[3]d,
-    %[2]s_PLAN_BAD_SHAPE = %[4]d,
-    %[2]s_PLAN_BAD_HEAD_DIM = %[5]d,
-    %[2]s_PLAN_NO_SMS = %[6]d,
-    %[2]s_PLAN_TOO_MANY_TILES = %[7]d
-};
-`, prefix, P, PlanCOK, PlanCBadShape, PlanCBadHeadDim, PlanCNoSMs, PlanCTooManyTiles)
+`, prefix)
+	b.WriteString(planCStatus(P))
 	for i, c := range configs {
 		g, err := fa8hGeomOf(c, d)
 		if err != nil {

@@ -18,6 +18,20 @@ const (
 	PlanCTooManyTiles = 4 // more tiles than a grid numbers
 )
 
+// planCStatus renders the status codes every family's C plan functions
+// return, as P_PLAN_OK and so on: the launcher's forward reads them alike.
+func planCStatus(P string) string {
+	return fmt.Sprintf(`
+enum {
+    %[1]s_PLAN_OK = %[2]d,
+    %[1]s_PLAN_BAD_SHAPE = %[3]d,
+    %[1]s_PLAN_BAD_HEAD_DIM = %[4]d,
+    %[1]s_PLAN_NO_SMS = %[5]d,
+    %[1]s_PLAN_TOO_MANY_TILES = %[6]d
+};
+`, P, PlanCOK, PlanCBadShape, PlanCBadHeadDim, PlanCNoSMs, PlanCTooManyTiles)
+}
+
 // cIdent is what a prefix of the rendered C may be.
 var cIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -47,15 +61,8 @@ struct %[1]s_plan {
     long long workspace_bytes;  /* fp32 partials: o_part at 0, lse_part at lse_offset_bytes */
     long long lse_offset_bytes;
 };
-
-enum {
-    %[2]s_PLAN_OK = %[3]d,
-    %[2]s_PLAN_BAD_SHAPE = %[4]d,
-    %[2]s_PLAN_BAD_HEAD_DIM = %[5]d,
-    %[2]s_PLAN_NO_SMS = %[6]d,
-    %[2]s_PLAN_TOO_MANY_TILES = %[7]d
-};
-`, prefix, P, PlanCOK, PlanCBadShape, PlanCBadHeadDim, PlanCNoSMs, PlanCTooManyTiles)
+`, prefix)
+	b.WriteString(planCStatus(P))
 	for i, c := range configs {
 		g, err := geomOf(c, d)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -363,17 +364,21 @@ func TestWgmmaBundle(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeBundle(t, b, dir)
-	for _, c := range []struct {
-		arch string
-		ok   bool
-	}{{"-gencode=arch=compute_90a,code=sm_90a", true}, {"-arch=sm_90", false}, {"-arch=sm_90a", false}} {
-		cmd := exec.Command(nvcc, "-std=c++17", "-O3", c.arch, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
-		out, err := cmd.CombinedOutput()
-		if c.ok && err != nil {
-			t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
-		}
-		if !c.ok && (err == nil || !strings.Contains(string(out), "needs sm_90a")) {
-			t.Errorf("%s: want the build refused naming sm_90a, got %v\n%s", c.arch, err, out)
+	compileSM90a(t, nvcc, filepath.Join(dir, "tuned_sdpa_launch.cu"), "-arch=sm_90", "-arch=sm_90a")
+}
+
+// compileSM90a compiles a launcher that needs sm_90a: for sm_90a it must
+// build, and for each of refused it must be refused naming sm_90a.
+func compileSM90a(t *testing.T, nvcc, launcher string, refused ...string) {
+	t.Helper()
+	out := filepath.Join(filepath.Dir(launcher), "launch.o")
+	for _, arch := range append([]string{"-gencode=arch=compute_90a,code=sm_90a"}, refused...) {
+		cmd := exec.Command(nvcc, "-std=c++17", "-O3", arch, "-c", "-o", out, launcher)
+		log, err := cmd.CombinedOutput()
+		if ok := !slices.Contains(refused, arch); ok && err != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, log)
+		} else if !ok && (err == nil || !strings.Contains(string(log), "needs sm_90a")) {
+			t.Errorf("%s: want the build refused naming sm_90a, got %v\n%s", arch, err, log)
 		}
 	}
 }
@@ -427,17 +432,5 @@ func TestHopperBundle(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeBundle(t, b, dir)
-	for _, c := range []struct {
-		arch string
-		ok   bool
-	}{{"-gencode=arch=compute_90a,code=sm_90a", true}, {"-arch=sm_90", false}} {
-		cmd := exec.Command(nvcc, "-std=c++17", "-O3", c.arch, "-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_attn_launch.cu"))
-		out, err := cmd.CombinedOutput()
-		if c.ok && err != nil {
-			t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
-		}
-		if !c.ok && (err == nil || !strings.Contains(string(out), "needs sm_90a")) {
-			t.Errorf("%s: want the build refused naming sm_90a, got %v\n%s", c.arch, err, out)
-		}
-	}
+	compileSM90a(t, nvcc, filepath.Join(dir, "tuned_attn_launch.cu"), "-arch=sm_90")
 }
