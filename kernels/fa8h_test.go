@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -258,13 +257,7 @@ func TestDefaultArchOf(t *testing.T) {
 // and a wrong head dimension) and compares it with FA8HPlan: the launcher
 // export writes and the worker's plans cannot drift apart.
 func TestFA8HPlanC(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no C compiler (cc) on PATH, and CI has one (nvcc needs it)")
-		}
-		t.Skip("no C compiler (cc) on PATH: the rendered plan cannot be compiled here")
-	}
+	cc := lookCC(t)
 	tg := fa8hTarget(t)
 	for _, d := range []int{64, 128} {
 		s, err := FA8HSpace(fa8hProblem(d, false), tg)
@@ -279,26 +272,7 @@ func TestFA8HPlanC(t *testing.T) {
 		got := runRenderedPlanC(t, cc, src, len(configs), d,
 			" grid %lld threads %d smem %d vt %lld x %d x %d workspace %lld lse %lld",
 			"p.grid, p.threads, p.smem_bytes, p.vt_grid_x, p.vt_grid_y, p.vt_threads, p.workspace_bytes, p.lse_offset_bytes")
-		i := 0
-		for ci, c := range configs {
-			for _, sh := range planCShapes {
-				for _, sms := range []int{132, 58, 0} {
-					for _, dd := range []int{d, 192 - d} {
-						want := fa8hPlanLine(ci, c, space.Shape{B: sh[0], H: sh[1], S: sh[2], D: dd}, sms, d)
-						if i >= len(got) {
-							t.Fatalf("D=%d: the C program printed %d lines, want more", d, len(got))
-						}
-						if got[i] != want {
-							t.Errorf("config %s, shape %v D=%d, %d SMs:\n   C: %s\n  Go: %s", c.Key(), sh, dd, sms, got[i], want)
-						}
-						i++
-					}
-				}
-			}
-		}
-		if i != len(got) {
-			t.Errorf("D=%d: the C program printed %d lines, want %d", d, len(got), i)
-		}
+		comparePlanLines(t, got, configs, d, fa8hPlanLine)
 	}
 	if _, err := FA8HPlanC("not an identifier", nil, 64); err == nil {
 		t.Error("FA8HPlanC accepted a prefix that is not a C identifier")
@@ -308,23 +282,9 @@ func TestFA8HPlanC(t *testing.T) {
 // fa8hPlanLine is what TestFA8HPlanC's C program prints for one case, from
 // FA8HPlan.
 func fa8hPlanLine(ci int, c space.Config, s space.Shape, sms, compiledD int) string {
-	prefix := fmt.Sprintf("%d %d %d %d %d %d", ci, s.B, s.H, s.S, s.D, sms)
-	if s.B <= 0 || s.H <= 0 || s.S <= 0 {
-		return fmt.Sprintf("%s rc %d", prefix, PlanCBadShape)
-	}
-	if s.D != compiledD {
-		return fmt.Sprintf("%s rc %d", prefix, PlanCBadHeadDim)
-	}
-	p, err := FA8HPlan(c, s, Target{SMs: sms})
-	switch {
-	case err != nil && (strings.Contains(err.Error(), "tiles") || strings.Contains(err.Error(), "grid numbers")):
-		return fmt.Sprintf("%s rc %d", prefix, PlanCTooManyTiles)
-	case err != nil && strings.Contains(err.Error(), "SM count"):
-		return fmt.Sprintf("%s rc %d", prefix, PlanCNoSMs)
-	case err != nil:
-		return fmt.Sprintf("%s error %v", prefix, err)
-	}
-	vt, fwd := p.Launches[0], p.Launches[1]
-	return fmt.Sprintf("%s rc 0 grid %d threads %d smem %d vt %d x %d x %d workspace %d lse %d", prefix, fwd.Grid[0], fwd.Block[0],
-		fwd.SharedBytes, vt.Grid[0], vt.Grid[1], vt.Block[0], p.WorkspaceBytes, p.LSEOffsetBytes)
+	return planLine(ci, s, sms, compiledD, func() (Plan, error) { return FA8HPlan(c, s, Target{SMs: sms}) }, func(p Plan) string {
+		vt, fwd := p.Launches[0], p.Launches[1]
+		return fmt.Sprintf(" grid %d threads %d smem %d vt %d x %d x %d workspace %d lse %d", fwd.Grid[0], fwd.Block[0],
+			fwd.SharedBytes, vt.Grid[0], vt.Grid[1], vt.Block[0], p.WorkspaceBytes, p.LSEOffsetBytes)
+	})
 }

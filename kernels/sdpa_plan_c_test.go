@@ -27,13 +27,7 @@ var planCShapes = [][3]int{
 // computes with SDPAPlan on many shapes and SM counts: the launcher that
 // export writes and the worker's plans cannot drift apart.
 func TestSDPAPlanC(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no C compiler (cc) on PATH, and CI has one (nvcc needs it)")
-		}
-		t.Skip("no C compiler (cc) on PATH: the rendered plan cannot be compiled here")
-	}
+	cc := lookCC(t)
 	rng := rand.New(rand.NewPCG(14, 1))
 	for _, tc := range []struct {
 		d     int
@@ -50,33 +44,32 @@ func TestSDPAPlanC(t *testing.T) {
 			// Every persistent and split value is among them.
 			configs = append(configs, with(defaultConfig(s), "persistent", "1", "min_blocks_per_sm", "2"),
 				with(defaultConfig(s), "split_kv", "4"), with(defaultConfig(s), "persistent", "1", "split_kv", "2"))
-			got := runPlanC(t, cc, configs, tc.d)
-			i := 0
-			for ci, c := range configs {
-				for _, sh := range planCShapes {
-					for _, sms := range []int{132, 58, 0} {
-						for _, d := range []int{tc.d, 192 - tc.d} {
-							want := goPlanLine(ci, c, space.Shape{B: sh[0], H: sh[1], S: sh[2], D: d}, sms, tc.d)
-							if i >= len(got) {
-								t.Fatalf("the C program printed %d lines, want more", len(got))
-							}
-							if got[i] != want {
-								t.Errorf("config %s, shape %v D=%d, %d SMs:\n   C: %s\n  Go: %s", c.Key(), sh, d, sms, got[i], want)
-							}
-							i++
-						}
-					}
-				}
-			}
-			if i != len(got) {
-				t.Errorf("the C program printed %d lines, want %d", len(got), i)
-			}
+			comparePlanLines(t, runPlanC(t, cc, configs, tc.d), configs, tc.d, goPlanLine)
 		})
 	}
 }
 
 // goPlanLine is what the C program prints for one case, from SDPAPlan.
 func goPlanLine(ci int, c space.Config, s space.Shape, sms, compiledD int) string {
+	return planLine(ci, s, sms, compiledD, func() (Plan, error) { return SDPAPlan(c, s, Target{SMs: sms}) }, func(p Plan) string {
+		f := p.Launches[0]
+		line := fmt.Sprintf(" grid %d threads %d smem %d", f.Grid[0], f.Block[0], f.SharedBytes)
+		if f.Grid[1] != 1 || f.Grid[2] != 1 || f.Block[1] != 1 || f.Block[2] != 1 {
+			line += " (a grid or block of more than one dimension)"
+		}
+		split, _ := knobInt(c, "split_kv")
+		cgrid, cthreads := 0, 0
+		if len(p.Launches) > 1 {
+			cgrid, cthreads = p.Launches[1].Grid[0], p.Launches[1].Block[0]
+		}
+		return fmt.Sprintf("%s split %d combine %d x %d workspace %d lse %d", line, split, cgrid, cthreads, p.WorkspaceBytes, p.LSEOffsetBytes)
+	})
+}
+
+// planLine is what a rendered plan program prints for one case: the case,
+// the status code the family's C plan returns where plan fails as it
+// would, and for status 0 fields(the plan).
+func planLine(ci int, s space.Shape, sms, compiledD int, plan func() (Plan, error), fields func(Plan) string) string {
 	prefix := fmt.Sprintf("%d %d %d %d %d %d", ci, s.B, s.H, s.S, s.D, sms)
 	if s.B <= 0 || s.H <= 0 || s.S <= 0 {
 		return fmt.Sprintf("%s rc %d", prefix, PlanCBadShape)
@@ -84,26 +77,56 @@ func goPlanLine(ci int, c space.Config, s space.Shape, sms, compiledD int) strin
 	if s.D != compiledD {
 		return fmt.Sprintf("%s rc %d", prefix, PlanCBadHeadDim)
 	}
-	p, err := SDPAPlan(c, s, Target{SMs: sms})
+	p, err := plan()
 	switch {
-	case err != nil && strings.Contains(err.Error(), "tiles"):
+	case err != nil && (strings.Contains(err.Error(), "tiles") || strings.Contains(err.Error(), "grid numbers")):
 		return fmt.Sprintf("%s rc %d", prefix, PlanCTooManyTiles)
 	case err != nil && strings.Contains(err.Error(), "SM count"):
 		return fmt.Sprintf("%s rc %d", prefix, PlanCNoSMs)
 	case err != nil:
 		return fmt.Sprintf("%s error %v", prefix, err)
 	}
-	f := p.Launches[0]
-	line := fmt.Sprintf("%s rc 0 grid %d threads %d smem %d", prefix, f.Grid[0], f.Block[0], f.SharedBytes)
-	if f.Grid[1] != 1 || f.Grid[2] != 1 || f.Block[1] != 1 || f.Block[2] != 1 {
-		line += " (a grid or block of more than one dimension)"
+	return prefix + " rc 0" + fields(p)
+}
+
+// comparePlanLines checks a rendered plan program's lines against line (Go)
+// for every config, shape of planCShapes, SM count and head dimension (the
+// compiled one, then a wrong one), in the program's order.
+func comparePlanLines(t *testing.T, got []string, configs []space.Config, d int, line func(ci int, c space.Config, s space.Shape, sms, compiledD int) string) {
+	t.Helper()
+	i := 0
+	for ci, c := range configs {
+		for _, sh := range planCShapes {
+			for _, sms := range []int{132, 58, 0} {
+				for _, dd := range []int{d, 192 - d} {
+					want := line(ci, c, space.Shape{B: sh[0], H: sh[1], S: sh[2], D: dd}, sms, d)
+					if i >= len(got) {
+						t.Fatalf("D=%d: the C program printed %d lines, want more", d, len(got))
+					}
+					if got[i] != want {
+						t.Errorf("config %s, shape %v D=%d, %d SMs:\n   C: %s\n  Go: %s", c.Key(), sh, dd, sms, got[i], want)
+					}
+					i++
+				}
+			}
+		}
 	}
-	split, _ := knobInt(c, "split_kv")
-	cgrid, cthreads := 0, 0
-	if len(p.Launches) > 1 {
-		cgrid, cthreads = p.Launches[1].Grid[0], p.Launches[1].Block[0]
+	if i != len(got) {
+		t.Errorf("D=%d: the C program printed %d lines, want %d", d, len(got), i)
 	}
-	return fmt.Sprintf("%s split %d combine %d x %d workspace %d lse %d", line, split, cgrid, cthreads, p.WorkspaceBytes, p.LSEOffsetBytes)
+}
+
+// lookCC returns the C compiler the plan programs are built with; CI has one.
+func lookCC(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no C compiler (cc) on PATH, and CI has one (nvcc needs it)")
+		}
+		t.Skip("no C compiler (cc) on PATH: the rendered plan cannot be compiled here")
+	}
+	return cc
 }
 
 // runPlanC renders configs' plans, compiles them into a program that prints
