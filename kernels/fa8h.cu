@@ -70,6 +70,9 @@
 #ifndef FA8H_PREGS
 #define FA8H_PREGS 40  // the producer's registers (24 or 40); the consumers take the rest
 #endif
+#ifndef FA8H_LSUM
+#define FA8H_LSUM 0
+#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
@@ -85,7 +88,7 @@ namespace fa8h {
 
 static_assert(FA8H_HD == 64 || FA8H_HD == 128, "FA8H_HD is 64 or 128");
 static_assert(FA8H_BN == 64 || FA8H_BN == 128, "FA8H_BN is 64 or 128");
-static_assert(FA8H_NCW == 1 || FA8H_NCW == 2, "FA8H_NCW is 1 or 2");
+static_assert(FA8H_NCW >= 1 && FA8H_NCW <= 3, "FA8H_NCW is 1, 2 or 3");
 static_assert(!FA8H_PINGPONG || FA8H_NCW == 2, "FA8H_PINGPONG takes two consumer warpgroups");
 static_assert(FA8H_STAGES >= 2, "FA8H_STAGES >= 2");
 static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 2, "FA8H_QK_SPLIT is 0, 1 or 2");
@@ -93,16 +96,22 @@ static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 2, "FA8H_QK_SPLIT is 0, 1 o
 constexpr int BM = 64 * FA8H_NCW;
 // 65,536 registers: the producer's 128 threads keep FA8H_PREGS, the consumers'
 // 128 * FA8H_NCW share the rest (a multiple of 8, at most 240).
-constexpr int kConsumerRegs = FA8H_NCW == 1 ? 240 : (65536 - 128 * FA8H_PREGS) / 256 / 8 * 8 > 240 ? 240 : (65536 - 128 * FA8H_PREGS) / 256 / 8 * 8;
+constexpr int kConsumerRegs = FA8H_NCW == 1 ? 240 : (65536 - 128 * FA8H_PREGS) / (128 * FA8H_NCW) / 8 * 8 > 240 ? 240 : (65536 - 128 * FA8H_PREGS) / (128 * FA8H_NCW) / 8 * 8;
 static_assert(FA8H_PREGS == 24 || FA8H_PREGS == 40 || FA8H_PREGS == 56, "FA8H_PREGS is 24, 40 or 56");
 constexpr int kThreads = 128 * (FA8H_NCW + 1);
 constexpr int KT = FA8H_HD / 32;  // k32 steps of Q K^T
 constexpr int NB = FA8H_BN / 8;   // 8-key column blocks of the scores
 constexpr int DB = FA8H_HD / 8;   // 8-column blocks of O
+// FA8H_LSUM: V^T's tile has 8 more rows of ones, so P V's accumulator gains a
+// column block holding each row's sum of P (the same E4M3 P that multiplies
+// V, summed on the tensor core): no FADDs for the sum, and O / l divides
+// by the sum of the P that was used.
+constexpr int OB = DB + (FA8H_LSUM ? 1 : 0);  // 8-column blocks of P V's accumulator
+constexpr int kVRows = FA8H_HD + (FA8H_LSUM ? 8 : 0);
 constexpr int PK = FA8H_BN / 32;  // k32 steps of P V
 constexpr int kQBytes = BM * FA8H_HD;
 constexpr int kKBytes = FA8H_BN * FA8H_HD;
-constexpr int kVBytes = FA8H_HD * FA8H_BN;
+constexpr int kVBytes = (kVRows * FA8H_BN + 1023) / 1024 * 1024;  // slots stay 1,024-byte aligned
 constexpr int kStageBytes = kKBytes + kVBytes;
 constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes;
 constexpr int kSmemBytes = kBarOff + 2 * FA8H_STAGES * 8 + 32 + 1024;  // + alignment slack
@@ -175,11 +184,18 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 // ---- wgmma ----
 // The descriptor of a K-major tile of R-byte rows at addr (swizzled as swz):
 // 8-row groups 8 * R bytes apart; a k32 step is 32 bytes along the rows.
+// The low word (address >> 4, leading byte offset 1) moves with the tile;
+// the high word (stride, swizzle mode) is fixed by R, so a tile's descriptor
+// is its base's plus (bytes >> 4) in the low word (shared memory < 256 KB: no
+// carry out of the address field).
 template <int R>
-__device__ __forceinline__ uint64_t desc(uint32_t addr) {
-    constexpr uint64_t kMode = R == 128 ? 1 : 2;
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((uint64_t)(8 * R >> 4) << 32) | (kMode << 62);
+__device__ __forceinline__ uint64_t desc_lo(uint32_t lo) {
+    constexpr uint64_t kHi = (uint64_t)(8 * R >> 4) | (uint64_t)(R == 128 ? 1 : 2) << 30;
+    return kHi << 32 | lo;
 }
+__device__ __forceinline__ uint32_t lo_of(uint32_t addr) { return ((addr & 0x3FFFFu) >> 4) | (1u << 16); }
+template <int R>
+__device__ __forceinline__ uint64_t desc(uint32_t addr) { return desc_lo<R>(lo_of(addr)); }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -238,6 +254,20 @@ __device__ __forceinline__ void mma_rs(float (&c)[16][4], const uint32_t (&a)[4]
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" D64 "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
                  : C64(c)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
+}
+
+// The same with the row-sum column block (FA8H_LSUM): N = 72 and 136.
+__device__ __forceinline__ void mma_rs(float (&c)[9][4], const uint32_t (&a)[4], uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 {" D32 ", %32, %33, %34, %35}, {%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"
+                 : C32(c), C4(c, 8)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
+}
+__device__ __forceinline__ void mma_rs(float (&c)[17][4], const uint32_t (&a)[4], uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 {" D64 ", %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+                 : C64(c), C4(c, 16)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
 }
 
@@ -308,6 +338,16 @@ __device__ __forceinline__ void fwd(const Params& p) {
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+#if FA8H_LSUM
+    // The ones rows of every slot's V^T tile (rows FA8H_HD..+7, every key:
+    // E4M3 1.0 is 0x38), written once: the producer copies rows below them.
+    for (int i = tid; i < FA8H_STAGES * 8 * FA8H_BN / 16; i += kThreads) {
+        const int st = i / (8 * FA8H_BN / 16), c = i % (8 * FA8H_BN / 16);
+        *(uint4*)(smem + 2 * kQBytes + st * kStageBytes + kKBytes + FA8H_HD * FA8H_BN + c * 16) =
+            make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
+    }
+    fence_async();  // P V's wgmma reads them through the async proxy
+#endif
     __syncthreads();
 
     if (wg == 0) {
@@ -322,7 +362,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
         const int kr = tid / kCPR, kch = tid % kCPR, vd = tid / vCPR, vch = tid % vCPR;
         const uint32_t kdst = swz<FA8H_HD>(kr, kch), vdst = swz<FA8H_BN>(vd, vch);
         const int kkey = perm(kr);
-        int g = 0;  // the ring's tile count over every item
+        unsigned g = 0;  // the ring's tile count over every item
         for (int w = w0, it = 0; w < items; w += wstep, ++it) {
             int m0, bh, n;
             item(w, m0, bh, n);
@@ -341,7 +381,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
             const uint8_t* ksrc = kg + (size_t)kkey * FA8H_HD + kch * 16;
             const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
             for (int j = 0; j < n; ++j, ++g) {
-                const int s = g % FA8H_STAGES;
+                const unsigned s = g % FA8H_STAGES;
                 if (g >= FA8H_STAGES) bar_wait(empty + 8 * s, ((g / FA8H_STAGES) - 1) & 1);
                 const uint32_t sk = sring + s * kStageBytes, sv = sk + kKBytes;
                 const int n0 = j * FA8H_BN;
@@ -366,7 +406,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     const int cw = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, t4 = lane % 4;
     int m0, bh, n, row0;  // the work item's (row0 and row0 + 8: this thread's rows)
     uint64_t qdesc;
-    float o[DB][4];
+    float o[OB][4];
     float sc[NB][4];
 #if FA8H_QK_SPLIT
     // FA8H_QK_SPLIT=1: a fresh accumulator per k32 step after the first; 2: one,
@@ -376,38 +416,42 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #endif
     uint32_t pa[PK][4];
     float mrow[2], lrow[2], alpha[2];
+    // The descriptors' low word of ring slot 0's K tile; a slot's is this
+    // plus slot * (kStageBytes >> 4), its V^T tile's (kKBytes >> 4) more.
+    const uint32_t ring_lo = lo_of(sring);
+    auto slot_lo = [&](unsigned rg) { return ring_lo + (rg % FA8H_STAGES) * (kStageBytes >> 4); };
 
     // Q K^T of ring tile rg into sc (issued, committed; not waited for).
-    auto issue_qk = [&](int rg) {
-        const uint32_t sk = sring + (rg % FA8H_STAGES) * kStageBytes;
+    auto issue_qk = [&](unsigned rg) {
+        const uint32_t kl = slot_lo(rg);
 #if FA8H_QK_SPLIT
-        mma_ss(sc, qdesc, desc<FA8H_HD>(sk), 0);
+        mma_ss(sc, qdesc, desc_lo<FA8H_HD>(kl), 0);
 #pragma unroll
-        for (int k = 1; k < 1 + kST; ++k) mma_ss(st[k - 1], qdesc + (k * 32 >> 4), desc<FA8H_HD>(sk + k * 32), 0);
+        for (int k = 1; k < 1 + kST; ++k) mma_ss(st[k - 1], qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), 0);
 #else
 #pragma unroll
-        for (int k = 0; k < KT; ++k) mma_ss(sc, qdesc + (k * 32 >> 4), desc<FA8H_HD>(sk + k * 32), k > 0);
+        for (int k = 0; k < KT; ++k) mma_ss(sc, qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), k > 0);
 #endif
         wg_commit();
     };
     // P V of ring tile rg into o (issued, committed).
 #if FA8H_PV_ACCUM
-    float ot[DB][4];
+    float ot[OB][4];
 #endif
-    auto issue_pv = [&](int rg) {
-        const uint32_t sv = sring + (rg % FA8H_STAGES) * kStageBytes + kKBytes;
+    auto issue_pv = [&](unsigned rg) {
+        const uint32_t vl = slot_lo(rg) + (kKBytes >> 4);
 #pragma unroll
         for (int k = 0; k < PK; ++k)
 #if FA8H_PV_ACCUM
-            mma_rs(ot, pa[k], desc<FA8H_BN>(sv + k * 32), k > 0);
+            mma_rs(ot, pa[k], desc_lo<FA8H_BN>(vl + (k * 32 >> 4)), k > 0);
 #else
-            mma_rs(o, pa[k], desc<FA8H_BN>(sv + k * 32), 1);
+            mma_rs(o, pa[k], desc_lo<FA8H_BN>(vl + (k * 32 >> 4)), 1);
 #endif
         wg_commit();
     };
     // After Q K^T of the item's tile j (ring tile rg) landed: mask, online
     // softmax, P (fp32, in sc).
-    auto softmax = [&](int j, int rg) {
+    auto softmax = [&](int j, unsigned rg) {
         pin(sc);
 #if FA8H_QK_SPLIT
 #pragma unroll
@@ -421,11 +465,11 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #if FA8H_QK_SPLIT == 2
         // The remaining steps, one at a time into st (this waits for the
         // P V in flight as well).
-        const uint32_t sk = sring + (rg % FA8H_STAGES) * kStageBytes;
+        const uint32_t kl = slot_lo(rg);
 #pragma unroll
         for (int k = 2; k < KT; ++k) {
             wg_fence();
-            mma_ss(st[0], qdesc + (k * 32 >> 4), desc<FA8H_HD>(sk + k * 32), 0);
+            mma_ss(st[0], qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), 0);
             wg_commit();
             wg_wait<0>();
             pin(st[0]);
@@ -464,6 +508,13 @@ __device__ __forceinline__ void fwd(const Params& p) {
             alpha[r] = ex2((mrow[r] - mnew) * p.qk_scale2);
             mrow[r] = mx;
             const float off = mnew * p.qk_scale2 - kPBias;
+#if FA8H_LSUM
+            // The sum comes from P V's ones column block.
+#pragma unroll
+            for (int i = 0; i < NB; ++i)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) sc[i][2 * r + e] = ex2(fmaf(sc[i][2 * r + e], p.qk_scale2, -off));
+#else
             float ps[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int i = 0; i < NB; ++i)
@@ -475,6 +526,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
                 }
             const float sum = (ps[0] + ps[1]) + (ps[2] + ps[3]);
             lrow[r] = lrow[r] * alpha[r] + sum;
+#endif
         }
     };
     auto to_p = [&] {
@@ -490,7 +542,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     };
     auto rescale = [&] {
 #pragma unroll
-        for (int i = 0; i < DB; ++i) {
+        for (int i = 0; i < OB; ++i) {
             o[i][0] *= alpha[0];
             o[i][1] *= alpha[0];
             o[i][2] *= alpha[1];
@@ -498,10 +550,10 @@ __device__ __forceinline__ void fwd(const Params& p) {
         }
         pin(o);  // the multiplies stay before the next wgmma.fence
     };
-    auto release = [&](int rg) {
+    auto release = [&](unsigned rg) {
         if (lane == 0) bar_arrive(empty + 8 * (rg % FA8H_STAGES));
     };
-    auto acquire = [&](int rg) {
+    auto acquire = [&](unsigned rg) {
         bar_wait(full + 8 * (rg % FA8H_STAGES), (rg / FA8H_STAGES) & 1);
         fence_async();
     };
@@ -509,7 +561,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     auto add_pv = [&] {
         pin(ot);
 #pragma unroll
-        for (int i = 0; i < DB; ++i)
+        for (int i = 0; i < OB; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[i][e] += ot[i][e];
     };
@@ -517,7 +569,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
 
     // Waits for P V of ring tile rg (and everything before it), keeps P and O
     // live up to here, and hands the tile's slot back to the producer.
-    auto pv_done = [&](int rg) {
+    auto pv_done = [&](unsigned rg) {
         wg_wait<0>();
         pin(pa);
 #if FA8H_PV_ACCUM
@@ -527,14 +579,14 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #endif
         release(rg);
     };
-    int g = 0;  // the ring's tile count over every item, as the producer's
+    unsigned g = 0;  // the ring's tile count over every item, as the producer's
     for (int w = w0, it = 0; w < items; w += wstep, ++it) {
         item(w, m0, bh, n);
         row0 = m0 + cw * 64 + warp * 16 + (lane / 4);
         const int qb = it & 1;
         qdesc = desc<FA8H_HD>(sq + qb * kQBytes + cw * 64 * FA8H_HD);
 #pragma unroll
-        for (int i = 0; i < DB; ++i)
+        for (int i = 0; i < OB; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
         mrow[0] = mrow[1] = -INFINITY;
@@ -580,9 +632,13 @@ __device__ __forceinline__ void fwd(const Params& p) {
         // O / l, in fp16.
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+#if FA8H_LSUM
+            const float l = o[DB][2 * r];  // every column of the block is the row's sum
+#else
             float l = lrow[r];
             l += __shfl_xor_sync(0xffffffff, l, 1);
             l += __shfl_xor_sync(0xffffffff, l, 2);
+#endif
             const float inv = l > 0.f ? p.v_scale / l : 0.f;
             const int row = row0 + r * 8;
             if (row < p.s) {
