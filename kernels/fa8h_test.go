@@ -77,8 +77,8 @@ func TestFA8HSpace(t *testing.T) {
 		set        map[string]string
 		constraint string
 	}{
-		{s64, map[string]string{"ncw": "1", "pingpong": "1", "pregs": "24"}, "pingpong"},
-		{s64, map[string]string{"ncw": "1", "pregs": "56"}, "registers"},
+		{s64, map[string]string{"ncw": "1", "pingpong": "1", "pregs": "56"}, "pingpong"},
+		{s64, map[string]string{"ncw": "1", "pregs": "24"}, "registers"},
 		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
 	} {
@@ -234,8 +234,8 @@ func TestFA8HBuilds(t *testing.T) {
 			}
 			cfg := s.Default()
 			cfg[k.Name] = v
-			if k.Name == "ncw" { // one consumer warpgroup: no ping-pong, every warpgroup 240 registers
-				cfg["pingpong"], cfg["pregs"] = "0", "24"
+			if k.Name == "ncw" { // one consumer warpgroup: no ping-pong, the producer keeps 56 registers
+				cfg["pingpong"], cfg["pregs"] = "0", "56"
 			}
 			pair(k.Name+"="+v, s, 64, s.Default(), cfg)
 		}
