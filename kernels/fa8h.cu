@@ -70,8 +70,8 @@
 #ifndef FA8H_PREGS
 #define FA8H_PREGS 40  // the producer's registers (24 or 40); the consumers take the rest
 #endif
-#ifndef FA8H_LSUM
-#define FA8H_LSUM 0
+#ifndef FA8H_EXP_EMU
+#define FA8H_EXP_EMU 0
 #endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -92,6 +92,7 @@ static_assert(FA8H_NCW >= 1 && FA8H_NCW <= 3, "FA8H_NCW is 1, 2 or 3");
 static_assert(!FA8H_PINGPONG || FA8H_NCW == 2, "FA8H_PINGPONG takes two consumer warpgroups");
 static_assert(FA8H_STAGES >= 2, "FA8H_STAGES >= 2");
 static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 2, "FA8H_QK_SPLIT is 0, 1 or 2");
+static_assert(FA8H_EXP_EMU >= 0 && FA8H_EXP_EMU <= 8, "FA8H_EXP_EMU is 0..8 (of every 8 column blocks)");
 
 constexpr int BM = 64 * FA8H_NCW;
 // 65,536 registers: the producer's 128 threads keep FA8H_PREGS, the consumers'
@@ -102,16 +103,10 @@ constexpr int kThreads = 128 * (FA8H_NCW + 1);
 constexpr int KT = FA8H_HD / 32;  // k32 steps of Q K^T
 constexpr int NB = FA8H_BN / 8;   // 8-key column blocks of the scores
 constexpr int DB = FA8H_HD / 8;   // 8-column blocks of O
-// FA8H_LSUM: V^T's tile has 8 more rows of ones, so P V's accumulator gains a
-// column block holding each row's sum of P (the same E4M3 P that multiplies
-// V, summed on the tensor core): no FADDs for the sum, and O / l divides
-// by the sum of the P that was used.
-constexpr int OB = DB + (FA8H_LSUM ? 1 : 0);  // 8-column blocks of P V's accumulator
-constexpr int kVRows = FA8H_HD + (FA8H_LSUM ? 8 : 0);
 constexpr int PK = FA8H_BN / 32;  // k32 steps of P V
 constexpr int kQBytes = BM * FA8H_HD;
 constexpr int kKBytes = FA8H_BN * FA8H_HD;
-constexpr int kVBytes = (kVRows * FA8H_BN + 1023) / 1024 * 1024;  // slots stay 1,024-byte aligned
+constexpr int kVBytes = FA8H_HD * FA8H_BN;
 constexpr int kStageBytes = kKBytes + kVBytes;
 constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes;
 constexpr int kSmemBytes = kBarOff + 2 * FA8H_STAGES * 8 + 32 + 1024;  // + alignment slack
@@ -257,26 +252,29 @@ __device__ __forceinline__ void mma_rs(float (&c)[16][4], const uint32_t (&a)[4]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
 }
 
-// The same with the row-sum column block (FA8H_LSUM): N = 72 and 136.
-__device__ __forceinline__ void mma_rs(float (&c)[9][4], const uint32_t (&a)[4], uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 {" D32 ", %32, %33, %34, %35}, {%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"
-                 : C32(c), C4(c, 8)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
-}
-__device__ __forceinline__ void mma_rs(float (&c)[17][4], const uint32_t (&a)[4], uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 {" D64 ", %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
-                 : C64(c), C4(c, 16)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
-}
-
 // ex2 is 2^x on the MUFU (ex2.approx.ftz: relative error 2^-22, far below
 // P's E4M3 rounding).
 __device__ __forceinline__ float ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+// ex2_fma is 2^x on the FMA and ALU pipes (FA8H_EXP_EMU): x = n + f with n =
+// rint(x) from the magic-number add (t's low mantissa bits hold n) and f in
+// [-0.5, 0.5]; 2^f by a degree-3 polynomial (relative least-squares fit,
+// Lawson-weighted toward minimax: at most 7.5e-5 relative error, far below
+// P's E4M3 rounding of 2^-4 and under O's fp16 rounding of 2^-11); n added to
+// the exponent field. x is clamped at -125, so that 2^-125 stands in for 0
+// (it rounds to 0 in E4M3 and adds nothing visible to the fp32 row sum) and
+// the exponent cannot wrap. Eight instructions, none on the MUFU, which the
+// softmax otherwise keeps saturated in bursts (kernels/NOTES.md).
+__device__ __forceinline__ float ex2_fma(float x) {
+    x = fmaxf(x, -125.f);
+    const float t = x + 12582912.f;  // 1.5 * 2^23
+    const float f = x - (t - 12582912.f);
+    const float q = fmaf(fmaf(fmaf(0.0551716685f, f, 0.24261114f), f, 0.693260968f), f, 0.999928057f);
+    return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
 }
 
 // pack4 rounds four floats to E4M3 (saturating), x0 in the low byte.
@@ -338,16 +336,6 @@ __device__ __forceinline__ void fwd(const Params& p) {
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-#if FA8H_LSUM
-    // The ones rows of every slot's V^T tile (rows FA8H_HD..+7, every key:
-    // E4M3 1.0 is 0x38), written once: the producer copies rows below them.
-    for (int i = tid; i < FA8H_STAGES * 8 * FA8H_BN / 16; i += kThreads) {
-        const int st = i / (8 * FA8H_BN / 16), c = i % (8 * FA8H_BN / 16);
-        *(uint4*)(smem + 2 * kQBytes + st * kStageBytes + kKBytes + FA8H_HD * FA8H_BN + c * 16) =
-            make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
-    }
-    fence_async();  // P V's wgmma reads them through the async proxy
-#endif
     __syncthreads();
 
     if (wg == 0) {
@@ -406,7 +394,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     const int cw = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, t4 = lane % 4;
     int m0, bh, n, row0;  // the work item's (row0 and row0 + 8: this thread's rows)
     uint64_t qdesc;
-    float o[OB][4];
+    float o[DB][4];
     float sc[NB][4];
 #if FA8H_QK_SPLIT
     // FA8H_QK_SPLIT=1: a fresh accumulator per k32 step after the first; 2: one,
@@ -436,7 +424,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     };
     // P V of ring tile rg into o (issued, committed).
 #if FA8H_PV_ACCUM
-    float ot[OB][4];
+    float ot[DB][4];
 #endif
     auto issue_pv = [&](unsigned rg) {
         const uint32_t vl = slot_lo(rg) + (kKBytes >> 4);
@@ -508,25 +496,19 @@ __device__ __forceinline__ void fwd(const Params& p) {
             alpha[r] = ex2((mrow[r] - mnew) * p.qk_scale2);
             mrow[r] = mx;
             const float off = mnew * p.qk_scale2 - kPBias;
-#if FA8H_LSUM
-            // The sum comes from P V's ones column block.
-#pragma unroll
-            for (int i = 0; i < NB; ++i)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) sc[i][2 * r + e] = ex2(fmaf(sc[i][2 * r + e], p.qk_scale2, -off));
-#else
             float ps[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int i = 0; i < NB; ++i)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float x = ex2(fmaf(sc[i][2 * r + e], p.qk_scale2, -off));
+                    // FA8H_EXP_EMU of every 8 column blocks take the FMA pipe's 2^x.
+                    const float a = fmaf(sc[i][2 * r + e], p.qk_scale2, -off);
+                    const float x = (i & 7) < FA8H_EXP_EMU ? ex2_fma(a) : ex2(a);
                     sc[i][2 * r + e] = x;
                     ps[(2 * i + e) & 3] += x;
                 }
             const float sum = (ps[0] + ps[1]) + (ps[2] + ps[3]);
             lrow[r] = lrow[r] * alpha[r] + sum;
-#endif
         }
     };
     auto to_p = [&] {
@@ -542,7 +524,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     };
     auto rescale = [&] {
 #pragma unroll
-        for (int i = 0; i < OB; ++i) {
+        for (int i = 0; i < DB; ++i) {
             o[i][0] *= alpha[0];
             o[i][1] *= alpha[0];
             o[i][2] *= alpha[1];
@@ -561,7 +543,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     auto add_pv = [&] {
         pin(ot);
 #pragma unroll
-        for (int i = 0; i < OB; ++i)
+        for (int i = 0; i < DB; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[i][e] += ot[i][e];
     };
@@ -586,7 +568,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
         const int qb = it & 1;
         qdesc = desc<FA8H_HD>(sq + qb * kQBytes + cw * 64 * FA8H_HD);
 #pragma unroll
-        for (int i = 0; i < OB; ++i)
+        for (int i = 0; i < DB; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
         mrow[0] = mrow[1] = -INFINITY;
@@ -632,13 +614,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
         // O / l, in fp16.
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-#if FA8H_LSUM
-            const float l = o[DB][2 * r];  // every column of the block is the row's sum
-#else
             float l = lrow[r];
             l += __shfl_xor_sync(0xffffffff, l, 1);
             l += __shfl_xor_sync(0xffffffff, l, 2);
-#endif
             const float inv = l > 0.f ? p.v_scale / l : 0.f;
             const int row = row0 + r * 8;
             if (row < p.s) {

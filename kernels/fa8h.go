@@ -62,18 +62,13 @@ func FA8HSource() Source {
 	return Source{Name: "fa8h.cu", Files: files, Hash: hashFiles(files)}
 }
 
-// fa8hKnobs declares the family's knobs for head dimension d (causal or
-// not). The defaults are the builds the device runs kept
-// (results/2026-11-26-h100-fa8proto, results/2026-11-26-h200-lsum), with the
-// producer's registers raised where 40 spilled.
-func fa8hKnobs(d int, causal bool) []space.Knob {
+// fa8hKnobs declares the family's knobs for head dimension d. The defaults
+// are the builds the device runs kept (results/2026-11-26-h100-fa8proto),
+// with the producer's registers raised where 40 spilled.
+func fa8hKnobs(d int) []space.Knob {
 	split, splits, pregs := "1", []string{"1"}, "56"
 	if d == 128 {
 		split, splits, pregs = "2", []string{"1", "2"}, "24"
-	}
-	lsum := "0" // 1.5% slower at 4x16x2048x64, 9.5% faster causal, 1.6% at D=128
-	if causal || d == 128 {
-		lsum = "1"
 	}
 	return []space.Knob{
 		{Name: "bn", Macro: "FA8H_BN", Values: []string{"64", "128"}, Layer: space.Macro, Default: "128",
@@ -92,8 +87,6 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 			Doc: "each tile's P V in a fresh accumulator, added into O in fp32"},
 		{Name: "pregs", Macro: "FA8H_PREGS", Values: []string{"24", "40", "56"}, Layer: space.Micro, Default: pregs,
 			Doc: "registers the producer warpgroup keeps (setmaxnreg); the consumers share the rest"},
-		{Name: "lsum", Macro: "FA8H_LSUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: lsum, Absent: "0",
-			Doc: "each row's sum of P from P V's wgmma (8 rows of ones under V^T's tile) instead of FADDs"},
 	}
 }
 
@@ -101,7 +94,7 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 type fa8hGeom struct {
 	d, bn, ncw, stages, pregs int
 	pingpong, persistent      bool
-	qkSplit, lsum             int
+	qkSplit                   int
 }
 
 func fa8hGeomOf(c space.Config, d int) (fa8hGeom, error) {
@@ -109,7 +102,7 @@ func fa8hGeomOf(c space.Config, d int) (fa8hGeom, error) {
 	for _, f := range []struct {
 		knob string
 		dst  *int
-	}{{"bn", &g.bn}, {"ncw", &g.ncw}, {"stages", &g.stages}, {"pregs", &g.pregs}, {"qk_split", &g.qkSplit}, {"lsum", &g.lsum}} {
+	}{{"bn", &g.bn}, {"ncw", &g.ncw}, {"stages", &g.stages}, {"pregs", &g.pregs}, {"qk_split", &g.qkSplit}} {
 		v, err := strconv.Atoi(c[f.knob])
 		if err != nil {
 			return g, fmt.Errorf("knob %s: %q is not a number", f.knob, c[f.knob])
@@ -124,13 +117,11 @@ func (g fa8hGeom) rows() int    { return 64 * g.ncw }
 func (g fa8hGeom) threads() int { return 128 * (g.ncw + 1) }
 
 // sharedBytes is what fa8h.cu's kSmemBytes computes: two Q buffers, the
-// ring of K and V^T tiles (V^T's with lsum's 8 rows of ones, rounded up to
-// 1,024 bytes), the mbarriers and the slack that aligns the base to 1,024
-// bytes.
+// ring of K and V^T tiles, the mbarriers and the slack that aligns the base
+// to 1,024 bytes.
 func (g fa8hGeom) sharedBytes() int {
 	q := g.rows() * g.d
-	v := ((g.d+8*g.lsum)*g.bn + 1023) / 1024 * 1024
-	return 2*q + g.stages*(g.bn*g.d+v) + 2*g.stages*8 + 32 + 1024
+	return 2*q + g.stages*2*g.bn*g.d + 2*g.stages*8 + 32 + 1024
 }
 
 // FA8HSpace is the family's knob space for problem p on target t.
@@ -171,7 +162,7 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 	}
 	s := &space.Space{
 		Family: fa8hName,
-		Knobs:  fa8hKnobs(d, p.Causal),
+		Knobs:  fa8hKnobs(d),
 		Defines: []space.Define{
 			{Macro: "FA8H_HD", Value: strconv.Itoa(d)},
 			{Macro: "FA8H_CAUSAL", Value: flag(p.Causal)},

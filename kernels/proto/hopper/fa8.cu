@@ -36,12 +36,12 @@
 #ifdef PREGS
 #define FA8H_PREGS PREGS
 #endif
-#ifdef LSUM
-#define FA8H_LSUM LSUM
+#ifdef EMU
+#define FA8H_EXP_EMU EMU
 #endif
 #include "fa8h.cu"
-#ifndef FA8H_LSUM
-#define FA8H_LSUM 0  // a kernel from before the knob (a step's -Ibase build)
+#ifndef FA8H_EXP_EMU
+#define FA8H_EXP_EMU 0  // a kernel from before the knob (a step's -Ibase build)
 #endif
 using namespace fa8h;
 #include <cstdio>
@@ -226,8 +226,8 @@ static void report(const char* what, int b, int h, int s, float sc, float sm, co
 }
 
 int main(int argc, char** argv) {
-    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d PREGS=%d LSUM=%d smem %d\n", FA8H_HD,
-           FA8H_BN, FA8H_NCW, FA8H_STAGES, FA8H_CAUSAL, FA8H_PINGPONG, FA8H_QK_SPLIT, FA8H_PV_ACCUM, FA8H_PERSISTENT, FA8H_PREGS, FA8H_LSUM, kSmemBytes);
+    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d PREGS=%d EMU=%d smem %d\n", FA8H_HD,
+           FA8H_BN, FA8H_NCW, FA8H_STAGES, FA8H_CAUSAL, FA8H_PINGPONG, FA8H_QK_SPLIT, FA8H_PV_ACCUM, FA8H_PERSISTENT, FA8H_PREGS, FA8H_EXP_EMU, kSmemBytes);
     bool all = argc < 2 || strcmp(argv[1], "time") != 0;
     if (all) {
         const int shapes[][3] = {{1, 2, 1}, {1, 2, 77}, {1, 3, 500}, {1, 8, 512}, {1, 2, 4096}};
