@@ -87,6 +87,8 @@ func fa8hKnobs(d int) []space.Knob {
 			Doc: "each tile's P V in a fresh accumulator, added into O in fp32"},
 		{Name: "pregs", Macro: "FA8H_PREGS", Values: []string{"24", "40", "56"}, Layer: space.Micro, Default: pregs,
 			Doc: "registers the producer warpgroup keeps (setmaxnreg); the consumers share the rest"},
+		{Name: "exp_emu", Macro: "FA8H_EXP_EMU", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
+			Doc: "one in 8 of the softmax's exponentials by a polynomial on the FMA pipe instead of the MUFU"},
 	}
 }
 
