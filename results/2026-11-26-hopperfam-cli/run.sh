@@ -7,7 +7,7 @@
 #   d128, causal: the same at 4x16x2048x128 and 8x16x4096x64 causal.
 # From the repository root, with bin/evotune built here (CGO_ENABLED=1): bash results/2026-11-26-h100-hopperfam/run.sh STEP
 set -u
-O=results/2026-11-26-hopperfam-lsum/$1; mkdir -p $O; W=${TMPDIR:-/tmp}/hopperfam; mkdir -p $W
+O=results/2026-11-26-hopperfam-cli/$1; mkdir -p $O; W=${TMPDIR:-/tmp}/hopperfam; mkdir -p $W
 B=bin/evotune
 { date -u +%FT%TZ; echo "commit ${COMMIT:-?}"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > $O/env.txt
 tb() { # name shape archive-of-fp16 [--causal]
