@@ -28,12 +28,14 @@
 //   while the other's MMAs do (FlashAttention-3's two schedules).
 //
 // Knobs (macros): FA8H_HD (64, 128), FA8H_BN (64, 128 keys a tile), FA8H_NCW (1, 2 consumer
-// warpgroups: 64 or 128 query rows a CTA), FA8H_STAGES (2..), FA8H_CAUSAL, FA8H_PINGPONG,
+// warpgroups: 64 or 128 query rows a CTA; 3 builds for the prototype harness, a measured
+// negative kept out of the space), FA8H_STAGES (2..), FA8H_CAUSAL, FA8H_PINGPONG,
 // FA8H_QK_SPLIT (each k32 step of Q K^T in a fresh accumulator, summed in fp32:
 // the E4M3 wgmma loses bits when it adds onto its accumulator, which failed
 // the gate at input scale 16; kernels/NOTES.md; 2: one extra accumulator,
 // reused step by step, for D=128 with 128-key tiles), FA8H_PV_ACCUM (each tile's P V in a
-// fresh accumulator, added into O in fp32).
+// fresh accumulator, added into O in fp32), FA8H_EXP_EMU (of every 8 column blocks
+// of the scores, how many take 2^x from a polynomial on the FMA pipe: ex2_fma).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cstdint>
