@@ -6,8 +6,9 @@
 #          (results/2026-11-22-h100-retune) and PyTorch, in one run.
 #   d128, causal: the same at 4x16x2048x128 and 8x16x4096x64 causal.
 # From the repository root, with bin/evotune built here (CGO_ENABLED=1): bash results/2026-11-26-h100-hopperfam/run.sh STEP
+# (RESULTS=DIR writes the step folders under DIR instead of beside this script.)
 set -u
-O=results/2026-11-26-h100-hopperfam/$1; mkdir -p $O; W=${TMPDIR:-/tmp}/hopperfam; mkdir -p $W
+O=${RESULTS:-results/2026-11-26-h100-hopperfam}/$1; mkdir -p $O; W=${TMPDIR:-/tmp}/hopperfam; mkdir -p $W
 B=bin/evotune
 { date -u +%FT%TZ; echo "commit ${COMMIT:-?}"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > $O/env.txt
 tb() { # name shape archive-of-fp16 [--causal]
