@@ -135,14 +135,17 @@ func (l devLogWriter) Write(b []byte) (int, error) {
 }
 
 // pool returns a compile pool for the SDPA family on this GPU.
-func (e *devEnv) pool(t *testing.T) *CompilePool {
+func (e *devEnv) pool(t *testing.T) *CompilePool { return e.poolFor(t, kernels.SDPASource()) }
+
+// poolFor returns a compile pool for a family's source on this GPU.
+func (e *devEnv) poolFor(t *testing.T, src kernels.Source) *CompilePool {
 	t.Helper()
-	cache, err := OpenCache(filepath.Join(e.workDir, "cubins"), 4<<30)
+	cache, err := OpenCache(filepath.Join(e.workDir, "cubins-"+src.Name), 4<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewCompilePool(CompileOptions{NVCC: e.nvcc, Arch: e.arch, Source: kernels.SDPASource(), Cache: cache,
-		WorkDir: filepath.Join(e.workDir, "build")})
+	p, err := NewCompilePool(CompileOptions{NVCC: e.nvcc, Arch: e.arch, Source: src, Cache: cache,
+		WorkDir: filepath.Join(e.workDir, "build-"+src.Name)})
 	if err != nil {
 		t.Fatal(err)
 	}

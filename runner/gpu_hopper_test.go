@@ -1,0 +1,225 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"evotune/kernels"
+	"evotune/space"
+)
+
+// TestDeviceHopper checks the sdpa-hopper family on an sm_90 GPU as the
+// pipeline would: a sample of configs covering every knob value at D=64,
+// D=64 causal with bf16 output and D=128, each compiled for sm_90a, refused
+// at the ptxas gate when it spills (as a tune refuses it: no GPU time), and
+// the rest through every fp8 check case (input scales 1, 4 and 16; S = 1,
+// 77, 500, 512, 4096 and the problem's; three seeds and softmax scales),
+// judged by the family's gate. It fails for every config that fails a case,
+// and reports every knob value that no config of a variant got past ptxas
+// (a value that only spills on this nvcc). It writes hopper.json and
+// hopper.txt to the evidence directory. EVOTUNE_SWEEP_N sets the D=64 sample
+// (default 40; the other variants get a quarter).
+func TestDeviceHopper(t *testing.T) {
+	devRequireHeavy(t)
+	e := devSetup(t)
+	if e.arch != "sm_90" {
+		t.Skipf("sdpa-hopper builds for sm_90a only; this GPU is %s", e.arch)
+	}
+	fam, err := kernels.FamilyOf("sdpa-hopper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fam.CheckNVCC("fp8", e.nvcc.Version); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	pool := e.poolFor(t, fam.Source())
+	gate := DefaultGateLimits(e.target.SharedPerBlock)
+	n := devSweepN()
+	type record struct {
+		Variant   string       `json:"variant"`
+		Key       string       `json:"key"`
+		Ptxas     string       `json:"ptxas_reject,omitempty"`
+		Compile   string       `json:"compile_error,omitempty"`
+		Cases     int          `json:"cases"`
+		Pass      bool         `json:"pass"`
+		Why       string       `json:"why,omitempty"`
+		FirstFail string       `json:"first_failing_case,omitempty"`
+		WorstMax  float64      `json:"worst_max_abs_err_over_scale"`
+		WorstRel  float64      `json:"worst_rel_l2"`
+		WorstCos  float64      `json:"worst_e2e_cos_scale1"`
+		WorstL1   float64      `json:"worst_e2e_rel_l1_scale1"`
+		NaNInf    int          `json:"nan_inf"`
+		Config    space.Config `json:"config"`
+	}
+	var (
+		mu      sync.Mutex
+		records []record
+	)
+	variants := []devOneByteVariant{
+		{"d64", "1x8x512x64", "fp16", false, n},
+		{"d64-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1)},
+		{"d128", "1x3x77x128", "fp16", false, max(n/4, 1)},
+	}
+	// The worker runs one request at a time; a few compiles run ahead.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for _, v := range variants {
+		prob := space.Problem{Family: fam.Name, Shapes: []space.Shape{devShape(t, v.shape)}, Dtype: "fp8", OutDtype: v.out, Causal: v.causal}
+		sp, err := fam.SpaceFor(prob, e.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs := devCoverSelect(sp.ValidConfigs(), v.n, 1)
+		cases := CheckCases(prob)
+		tol := fam.Tolerance("fp8", v.out)
+		t.Logf("%s: %d configs x %d cases", v.name, len(configs), len(cases))
+		for _, c := range configs {
+			g.Go(func() error {
+				rec := record{Variant: v.name, Key: c.Key(), Config: c, Pass: true, WorstCos: 1}
+				defer func() {
+					mu.Lock()
+					records = append(records, rec)
+					mu.Unlock()
+				}()
+				cubin, err := devCompile(gctx, pool, sp, c)
+				if err != nil {
+					if gctx.Err() != nil {
+						return gctx.Err()
+					}
+					rec.Compile, rec.Pass, rec.Why = err.Error(), false, err.Error()
+					return nil
+				}
+				defer cubin.Release()
+				rep, err := ParsePtxas(cubin.Ptxas)
+				if err != nil {
+					rec.Compile, rec.Pass, rec.Why = "ptxas report: "+err.Error(), false, err.Error()
+					return nil
+				}
+				if why := gate.Check(rep.Worst()); why != "" {
+					rec.Ptxas = why // refused before the GPU, as a tune refuses it
+					return nil
+				}
+				for _, cs := range cases {
+					plan, err := fam.Plan(c, cs.Shape, e.target)
+					if err != nil {
+						rec.Pass, rec.Why = false, "plan: "+err.Error()
+						return nil
+					}
+					tl := scaledTolerance(tol, cs.InputScale)
+					if cs.InputScale != 1 {
+						tl.E2ECos, tl.E2ERelL1 = 0, 0
+					}
+					resp, err := e.worker.Do(gctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin.Path, Plan: plan, Shape: cs.Shape,
+						Dtype: "fp8", OutDtype: v.out, Causal: v.causal, Scale: cs.SoftmaxScale, Seed: cs.Seed,
+						InputScale: cs.InputScale, Atol: tl.Atol, Rtol: tl.Rtol}, 2*time.Minute)
+					if err == nil && resp.Error != "" {
+						err = fmt.Errorf("%s", resp.Error)
+					}
+					if err != nil {
+						rec.Pass, rec.Why, rec.FirstFail = false, err.Error(), cs.String()
+						return nil
+					}
+					rec.Cases++
+					rec.NaNInf += resp.NaN + resp.Inf
+					rec.WorstMax = math.Max(rec.WorstMax, resp.MaxAbsErr/cs.InputScale)
+					rec.WorstRel = math.Max(rec.WorstRel, resp.RelL2)
+					if cs.InputScale == 1 {
+						rec.WorstCos = math.Min(rec.WorstCos, resp.E2ECos)
+						rec.WorstL1 = math.Max(rec.WorstL1, resp.E2ERelL1)
+					}
+					if why := accuracyFailure(resp, tl); why != "" && rec.Pass {
+						rec.Pass, rec.Why, rec.FirstFail = false, why, cs.String()
+					}
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(records, func(i, j int) bool {
+		if records[i].Variant != records[j].Variant {
+			return records[i].Variant < records[j].Variant
+		}
+		return records[i].Key < records[j].Key
+	})
+
+	var tab bytes.Buffer
+	tw := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "variant\tconfigs\tptxas refused\tchecked\tfailed\tcases\tworst max abs/scale\tworst rel L2\tworst e2e cos\tworst e2e rel L1\tNaN+Inf\tvalues never past ptxas")
+	for _, v := range variants {
+		var cfgs, refused, checked, bad, cases, naninf int
+		worstMax, worstRel, worstCos, worstL1 := 0.0, 0.0, 1.0, 0.0
+		seen, reached := map[string]bool{}, map[string]bool{}
+		for _, r := range records {
+			if r.Variant != v.name {
+				continue
+			}
+			cfgs++
+			for k, val := range r.Config {
+				seen[k+"="+val] = true
+			}
+			if r.Ptxas != "" {
+				refused++
+				continue
+			}
+			if !r.Pass {
+				bad++
+				t.Errorf("%s %s: %s: %s", v.name, r.Key, r.FirstFail, r.Why)
+			}
+			if r.Compile == "" {
+				checked++
+				for k, val := range r.Config {
+					reached[k+"="+val] = true
+				}
+			}
+			cases += r.Cases
+			naninf += r.NaNInf
+			worstMax, worstRel = math.Max(worstMax, r.WorstMax), math.Max(worstRel, r.WorstRel)
+			if r.Cases > 0 {
+				worstCos, worstL1 = math.Min(worstCos, r.WorstCos), math.Max(worstL1, r.WorstL1)
+			}
+		}
+		var never []string
+		for kv := range seen {
+			if !reached[kv] {
+				never = append(never, kv)
+			}
+		}
+		sort.Strings(never)
+		if naninf > 0 {
+			t.Errorf("%s: %d NaN or Inf outputs", v.name, naninf)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.3g\t%.3g\t%.5f\t%.4f\t%d\t%s\n", v.name, cfgs, refused, checked, bad, cases,
+			worstMax, worstRel, worstCos, worstL1, naninf, strings.Join(never, " "))
+	}
+	tw.Flush()
+	t.Logf("sdpa-hopper on %s, nvcc %s:\n%s", e.info.Device, e.nvcc.Version, tab.String())
+	dir := devEvidenceDir(t)
+	b, err := json.MarshalIndent(records, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := fmt.Sprintf("sdpa-hopper sweep on %s (compute %s, driver %d), nvcc %s, %s\n\n", e.info.Device, e.info.ComputeCap,
+		e.info.DriverVersion, e.nvcc.Version, time.Now().UTC().Format(time.RFC3339))
+	for name, data := range map[string][]byte{"hopper.json": b, "hopper.txt": []byte(head + tab.String())} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
