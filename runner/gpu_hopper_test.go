@@ -30,8 +30,9 @@ import (
 // judged by the family's gate. It fails for every config that fails a case,
 // and reports every knob value that no config of a variant got past ptxas
 // (a value that only spills on this nvcc). It writes hopper.json and
-// hopper.txt to the evidence directory. EVOTUNE_SWEEP_N sets the D=64 sample
-// (default 40; the other variants get a quarter).
+// hopper.txt to the evidence directory. The sample is devHopperSample's;
+// EVOTUNE_SWEEP_N sets its D=64 size (default 40; the other variants get a
+// quarter).
 func TestDeviceHopper(t *testing.T) {
 	devRequireHeavy(t)
 	e := devSetup(t)
@@ -83,7 +84,7 @@ func TestDeviceHopper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		configs := devCoverSelect(sp.ValidConfigs(), v.n, 1)
+		configs := devHopperSample(sp, v.n)
 		cases := CheckCases(prob)
 		tol := fam.Tolerance("fp8", v.out)
 		t.Logf("%s: %d configs x %d cases", v.name, len(configs), len(cases))
@@ -222,4 +223,31 @@ func TestDeviceHopper(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// devHopperSample is the default, the default with each knob value in turn
+// (where that is a valid config: most of these pass ptxas, so every value
+// reaches the GPU unless it only ever spills), then devCoverSelect's
+// configs covering every value, up to n in all beyond the one-knob ones.
+func devHopperSample(sp *space.Space, n int) []space.Config {
+	var out []space.Config
+	seen := map[string]bool{}
+	add := func(c space.Config) {
+		if k := c.Key(); !seen[k] && sp.Check(c) == nil {
+			seen[k] = true
+			out = append(out, c)
+		}
+	}
+	add(sp.Default())
+	for _, k := range sp.Knobs {
+		for _, v := range k.Values {
+			c := sp.Default()
+			c[k.Name] = v
+			add(c)
+		}
+	}
+	for _, c := range devCoverSelect(sp.ValidConfigs(), n, 1) {
+		add(c)
+	}
+	return out
 }
