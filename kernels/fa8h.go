@@ -198,6 +198,11 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 				if g.ncw == 1 && g.pregs != 56 {
 					return fmt.Errorf("pregs=%d: with one consumer warpgroup the consumers have 240 registers whatever the producer keeps, and the producer spills below 56; keep 56", g.pregs)
 				}
+				// At D=64 the producer's 24 registers always spill (nvcc 12.4
+				// and 13.0; results/2026-11-26-hopperfam-cli/sweep).
+				if g.d == 64 && g.pregs == 24 {
+					return fmt.Errorf("pregs=24: at D=64 the producer warpgroup spills with 24 registers; take 40 or 56")
+				}
 				return nil
 			})},
 			{Name: "shared_memory", Check: geom(func(g fa8hGeom) error {

@@ -79,6 +79,7 @@ func TestFA8HSpace(t *testing.T) {
 	}{
 		{s64, map[string]string{"ncw": "1", "pingpong": "1", "pregs": "56"}, "pingpong"},
 		{s64, map[string]string{"ncw": "1", "pregs": "24"}, "registers"},
+		{s64, map[string]string{"pregs": "24"}, "registers"},
 		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
 	} {
@@ -236,6 +237,19 @@ func TestFA8HBuilds(t *testing.T) {
 			cfg[k.Name] = v
 			if k.Name == "ncw" { // one consumer warpgroup: no ping-pong, the producer keeps 56 registers
 				cfg["pingpong"], cfg["pregs"] = "0", "56"
+			}
+			if s.Check(cfg) != nil { // a value D=64 refuses (pregs=24): against the D=128 default
+				c128 := s128.Default()
+				c128[k.Name] = v
+				alt := s128.Default()
+				for _, w := range k.Values {
+					if w != v {
+						alt[k.Name] = w
+						break
+					}
+				}
+				pair(k.Name+"="+v+"_d128", s128, 128, alt, c128)
+				continue
 			}
 			pair(k.Name+"="+v, s, 64, s.Default(), cfg)
 		}
