@@ -35,7 +35,8 @@
 // the gate at input scale 16; kernels/NOTES.md; 2: one extra accumulator,
 // reused step by step, for D=128 with 128-key tiles), FA8H_PV_ACCUM (each tile's P V in a
 // fresh accumulator, added into O in fp32), FA8H_EXP_EMU (of every 8 column blocks
-// of the scores, how many take 2^x from a polynomial on the FMA pipe: ex2_fma).
+// of the scores, how many take 2^x from a polynomial on the FMA pipe: ex2_fma),
+// FA8H_PV_LATE (P V of tile j-1 issued after Q K^T of tile j has landed).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cstdint>
@@ -75,6 +76,9 @@
 #ifndef FA8H_EXP_EMU
 #define FA8H_EXP_EMU 0
 #endif
+#ifndef FA8H_PV_LATE
+#define FA8H_PV_LATE 0
+#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
@@ -94,6 +98,7 @@ static_assert(FA8H_NCW >= 1 && FA8H_NCW <= 3, "FA8H_NCW is 1, 2 or 3");
 static_assert(!FA8H_PINGPONG || FA8H_NCW == 2, "FA8H_PINGPONG takes two consumer warpgroups");
 static_assert(FA8H_STAGES >= 2, "FA8H_STAGES >= 2");
 static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 2, "FA8H_QK_SPLIT is 0, 1 or 2");
+static_assert(!FA8H_PV_LATE || !FA8H_PINGPONG, "FA8H_PV_LATE has no ping-pong schedule");
 static_assert(FA8H_EXP_EMU >= 0 && FA8H_EXP_EMU <= 8, "FA8H_EXP_EMU is 0..8 (of every 8 column blocks)");
 
 constexpr int BM = 64 * FA8H_NCW;
@@ -441,7 +446,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
     };
     // After Q K^T of the item's tile j (ring tile rg) landed: mask, online
     // softmax, P (fp32, in sc).
-    auto softmax = [&](int j, unsigned rg) {
+    // After Q K^T's first steps of ring tile rg landed: their sum, and with
+    // FA8H_QK_SPLIT=2 the remaining steps.
+    auto qk_finish = [&](unsigned rg) {
         pin(sc);
 #if FA8H_QK_SPLIT
 #pragma unroll
@@ -470,6 +477,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
         }
 #endif
 #endif
+    };
+    // Then: mask, online softmax, P (fp32, in sc).
+    auto softmax_rest = [&](int j) {
         const int n0 = j * FA8H_BN;
         if (n0 + FA8H_BN > p.s || (FA8H_CAUSAL && n0 + FA8H_BN - 1 > m0 + cw * 64)) {
 #pragma unroll
@@ -512,6 +522,10 @@ __device__ __forceinline__ void fwd(const Params& p) {
             const float sum = (ps[0] + ps[1]) + (ps[2] + ps[3]);
             lrow[r] = lrow[r] * alpha[r] + sum;
         }
+    };
+    auto softmax = [&](int j, unsigned rg) {
+        qk_finish(rg);
+        softmax_rest(j);
     };
     auto to_p = [&] {
 #pragma unroll
@@ -589,6 +603,22 @@ __device__ __forceinline__ void fwd(const Params& p) {
         softmax(0, g);
         to_p();
         for (int j = 1; j < n; ++j) {
+#if FA8H_PV_LATE
+            // Q K^T of tile j with nothing else in flight (its split steps
+            // wait for themselves alone), then P V of tile j-1 under the
+            // softmax of tile j.
+            acquire(g + j);
+            wg_fence();
+            issue_qk(g + j);
+            wg_wait<0>();
+            qk_finish(g + j);
+            rescale();
+            wg_fence();
+            issue_pv(g + j - 1);
+            softmax_rest(j);
+            pv_done(g + j - 1);
+            to_p();
+#else
             acquire(g + j);
             rescale();
 #if FA8H_PINGPONG
@@ -604,6 +634,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
             softmax(j, g + j);
             pv_done(g + j - 1);
             to_p();
+#endif
         }
         // Every Q K^T of the item has landed: its Q buffer goes back.
         if (lane == 0) bar_arrive(qempty + 8 * qb);

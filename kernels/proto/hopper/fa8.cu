@@ -39,6 +39,9 @@
 #ifdef EMU
 #define FA8H_EXP_EMU EMU
 #endif
+#ifdef PV_LATE
+#define FA8H_PV_LATE PV_LATE
+#endif
 #include "fa8h.cu"
 #ifndef FA8H_EXP_EMU
 #define FA8H_EXP_EMU 0  // a kernel from before the knob (a step's -Ibase build)
