@@ -68,9 +68,12 @@ func FA8HSource() Source {
 // where 40 spilled, and six ring slots for causal rows, which measured 8%
 // faster than four twice (results/2026-11-26-h200-lsum).
 func fa8hKnobs(d int, causal bool) []space.Knob {
-	split, splits, pregs, stages := "1", []string{"1"}, "56", "4"
+	split, splits, pregs, stages, late := "1", []string{"1"}, "56", "4", "0"
 	if d == 128 {
-		split, splits, pregs = "2", []string{"1", "2"}, "24"
+		// P V issued late: 5% faster at D=128, where qk_split=2's later
+		// steps otherwise wait for it; 4% slower at D=64
+		// (results/2026-11-26-h200-late).
+		split, splits, pregs, late = "2", []string{"1", "2"}, "24", "1"
 	}
 	if causal {
 		stages = "6"
@@ -92,6 +95,8 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 			Doc: "each tile's P V in a fresh accumulator, added into O in fp32"},
 		{Name: "pregs", Macro: "FA8H_PREGS", Values: []string{"24", "40", "56"}, Layer: space.Micro, Default: pregs,
 			Doc: "registers the producer warpgroup keeps (setmaxnreg); the consumers share the rest"},
+		{Name: "pv_late", Macro: "FA8H_PV_LATE", Values: []string{"0", "1"}, Layer: space.Micro, Default: late, Absent: "0",
+			Doc: "P V of the tile before issued after Q K^T of this tile has landed (not beside it), so qk_split=2's later steps do not wait for it"},
 		{Name: "exp_emu", Macro: "FA8H_EXP_EMU", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
 			Doc: "one in 8 of the softmax's exponentials by a polynomial on the FMA pipe instead of the MUFU"},
 	}
@@ -101,6 +106,7 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 type fa8hGeom struct {
 	d, bn, ncw, stages, pregs int
 	pingpong, persistent      bool
+	pvLate                    bool
 	qkSplit                   int
 }
 
@@ -116,7 +122,7 @@ func fa8hGeomOf(c space.Config, d int) (fa8hGeom, error) {
 		}
 		*f.dst = v
 	}
-	g.pingpong, g.persistent = c["pingpong"] == "1", c["persistent"] == "1"
+	g.pingpong, g.persistent, g.pvLate = c["pingpong"] == "1", c["persistent"] == "1", c["pv_late"] == "1"
 	return g, nil
 }
 
@@ -180,6 +186,9 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 			{Name: "pingpong", Check: geom(func(g fa8hGeom) error {
 				if g.pingpong && g.ncw != 2 {
 					return fmt.Errorf("pingpong=1 alternates two consumer warpgroups; ncw=%d has one", g.ncw)
+				}
+				if g.pingpong && g.pvLate {
+					return fmt.Errorf("pingpong=1 has no schedule with pv_late=1 (P V issued after Q K^T lands)")
 				}
 				return nil
 			})},

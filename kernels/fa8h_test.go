@@ -80,6 +80,7 @@ func TestFA8HSpace(t *testing.T) {
 		{s64, map[string]string{"ncw": "1", "pingpong": "1", "pregs": "56"}, "pingpong"},
 		{s64, map[string]string{"ncw": "1", "pregs": "24"}, "registers"},
 		{s64, map[string]string{"pregs": "24"}, "registers"},
+		{s128, map[string]string{"pingpong": "1"}, "pingpong"}, // pv_late=1 is D=128's default
 		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
 	} {
