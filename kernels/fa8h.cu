@@ -79,14 +79,6 @@
 #ifndef FA8H_PV_LATE
 #define FA8H_PV_LATE 0
 #endif
-#ifndef FA8H_QK_F16
-#define FA8H_QK_F16 0
-#endif
-#if FA8H_QK_F16
-// Q K^T in fp16 accumulates in full fp32, so its steps chain: no split.
-#undef FA8H_QK_SPLIT
-#define FA8H_QK_SPLIT 0
-#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
@@ -113,30 +105,17 @@ constexpr int BM = 64 * FA8H_NCW;
 // 65,536 registers: the producer's 128 threads keep FA8H_PREGS, the consumers'
 // 128 * FA8H_NCW share the rest (a multiple of 8, at most 240).
 constexpr int kConsumerRegs = FA8H_NCW == 1 ? 240 : (65536 - 128 * FA8H_PREGS) / (128 * FA8H_NCW) / 8 * 8 > 240 ? 240 : (65536 - 128 * FA8H_PREGS) / (128 * FA8H_NCW) / 8 * 8;
-static_assert(FA8H_PREGS == 24 || FA8H_PREGS == 40 || FA8H_PREGS == 56 || FA8H_PREGS == 72, "FA8H_PREGS is 24, 40, 56 or 72");
+static_assert(FA8H_PREGS == 24 || FA8H_PREGS == 40 || FA8H_PREGS == 56, "FA8H_PREGS is 24, 40 or 56");
 constexpr int kThreads = 128 * (FA8H_NCW + 1);
-// Q and K in shared memory: E4M3, or (FA8H_QK_F16) widened to fp16 by the
-// producer so that Q K^T runs as fp16 wgmma. A tile is NSUB subtiles of RB-byte
-// rows (RB: the swizzle, at most 128 bytes), each subtile all of the tile's
-// rows for RB bytes of columns; a step of Q K^T (k32 E4M3 or k16 fp16) is 32
-// bytes of a row.
-constexpr int kQKElt = FA8H_QK_F16 ? 2 : 1;
-constexpr int RB = FA8H_HD * kQKElt < 128 ? FA8H_HD * kQKElt : 128;
-constexpr int NSUB = FA8H_HD * kQKElt / RB;
-constexpr int KT = FA8H_HD * kQKElt / 32;  // steps of Q K^T
+constexpr int KT = FA8H_HD / 32;  // k32 steps of Q K^T
 constexpr int NB = FA8H_BN / 8;   // 8-key column blocks of the scores
 constexpr int DB = FA8H_HD / 8;   // 8-column blocks of O
 constexpr int PK = FA8H_BN / 32;  // k32 steps of P V
-constexpr int kQBytes = BM * FA8H_HD * kQKElt;
-constexpr int kKBytes = FA8H_BN * FA8H_HD * kQKElt;
-// The byte offset of Q K^T's step k in a Q or K tile of `rows` rows.
-__host__ __device__ constexpr uint32_t kstep(int k, int rows) { return (uint32_t)((k * 32 / RB) * rows * RB + (k * 32) % RB); }
+constexpr int kQBytes = BM * FA8H_HD;
+constexpr int kKBytes = FA8H_BN * FA8H_HD;
 constexpr int kVBytes = FA8H_HD * FA8H_BN;
 constexpr int kStageBytes = kKBytes + kVBytes;
-// FA8H_QK_F16: two staging slots of an E4M3 K tile, which the producer's
-// cp.async fill one tile ahead of its widening.
-constexpr int kKStage = FA8H_QK_F16 ? FA8H_BN * FA8H_HD : 0;
-constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes + 2 * kKStage;
+constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes;
 constexpr int kSmemBytes = kBarOff + 2 * FA8H_STAGES * 8 + 32 + 1024;  // + alignment slack
 #ifdef FA8H_EXPECT_SMEM
 // A test compiles with the shared memory the plan gives (kernels.FA8HPlan).
@@ -181,32 +160,6 @@ __device__ __forceinline__ uint32_t swz(int r, int ch) {
 
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-// st_f16 stores 16 E4M3 values as fp16 (exact: every E4M3 value is an fp16
-// one), the first 8 at dst0 and the last 8 at dst1.
-__device__ __forceinline__ void st_f16(uint32_t dst0, uint32_t dst1, uint4 x) {
-    uint32_t h[8];
-    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        h[2 * i] = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] & 0xFFFF), __NV_E4M3).x |
-                   (uint32_t)__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] & 0xFFFF), __NV_E4M3).y << 16;
-        h[2 * i + 1] = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] >> 16), __NV_E4M3).x |
-                       (uint32_t)__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] >> 16), __NV_E4M3).y << 16;
-    }
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst0), "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst1), "r"(h[4]), "r"(h[5]), "r"(h[6]), "r"(h[7]) : "memory");
-}
-__device__ __forceinline__ uint4 lds16(uint32_t src) {
-    uint4 x;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(src) : "memory");
-    return x;
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ uint4 ld16(const void* src, bool ok) {
-    return ok ? __ldg((const uint4*)src) : make_uint4(0, 0, 0, 0);
 }
 __device__ __forceinline__ void bar_init(uint32_t b, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count) : "memory");
@@ -292,29 +245,6 @@ __device__ __forceinline__ void mma_ss(float (&c)[16][4], uint64_t a, uint64_t b
                  : C64(c)
                  : "l"(a), "l"(b), "r"(acc));
 }
-// c (+)= A B, m64nNk16 fp16 into fp32, A and B by descriptor (both K-major).
-__device__ __forceinline__ void mma_ss_f16(float (&c)[8][4], uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" D32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : C32(c)
-                 : "l"(a), "l"(b), "r"(acc));
-}
-__device__ __forceinline__ void mma_ss_f16(float (&c)[16][4], uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" D64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : C64(c)
-                 : "l"(a), "l"(b), "r"(acc));
-}
-// One step of Q K^T in the tiles' element type.
-template <int A>
-__device__ __forceinline__ void mma_qk(float (&c)[A][4], uint64_t a, uint64_t b, int acc) {
-#if FA8H_QK_F16
-    mma_ss_f16(c, a, b, acc);
-#else
-    mma_ss(c, a, b, acc);
-#endif
-}
-
 // c (+)= A B, m64nNk32 E4M3 into fp32, A from registers, B by descriptor.
 __device__ __forceinline__ void mma_rs(float (&c)[8][4], const uint32_t (&a)[4], uint64_t b, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
@@ -404,7 +334,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
 
     if (tid == 0) {
         for (int s = 0; s < FA8H_STAGES; ++s) {
-            bar_init(full + 8 * s, FA8H_QK_F16 ? 256 : 128);  // with fp16 K: K's arrives and V's
+            bar_init(full + 8 * s, 128);
             bar_init(empty + 8 * s, FA8H_NCW * 4);
         }
         for (int b = 0; b < 2; ++b) {
@@ -425,15 +355,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
         constexpr int vCPR = FA8H_BN / 16, vRPI = 128 / vCPR;   // V^T
         static_assert(kRPI % 16 == 0 && vRPI % 8 == 0, "rows an iteration keep swizzle and perm");
         const int kr = tid / kCPR, kch = tid % kCPR, vd = tid / vCPR, vch = tid % vCPR;
-#if FA8H_QK_F16
-        // A 16-byte E4M3 chunk is 32 bytes of fp16: two chunks of a subtile.
-        const int fsub = kch * 32 / RB, fch = (kch * 32 % RB) / 16;
-        const uint32_t kdst = fsub * FA8H_BN * RB + swz<RB>(kr, fch), kdst1 = fsub * FA8H_BN * RB + swz<RB>(kr, fch + 1);
-        const uint32_t qdst = fsub * BM * RB + swz<RB>(kr, fch), qdst1 = fsub * BM * RB + swz<RB>(kr, fch + 1);
-#else
-        const uint32_t kdst = swz<FA8H_HD>(kr, kch);
-#endif
-        const uint32_t vdst = swz<FA8H_BN>(vd, vch);
+        const uint32_t kdst = swz<FA8H_HD>(kr, kch), vdst = swz<FA8H_BN>(vd, vch);
         const int kkey = perm(kr);
         unsigned g = 0;  // the ring's tile count over every item
         for (int w = w0, it = 0; w < items; w += wstep, ++it) {
@@ -444,25 +366,6 @@ __device__ __forceinline__ void fwd(const Params& p) {
             const uint8_t* vg = p.vt + (size_t)bh * FA8H_HD * p.sp;
             const int qb = it & 1;
             if (it >= 2) bar_wait(qempty + 8 * qb, ((it >> 1) - 1) & 1);
-#if FA8H_QK_F16
-            {
-                constexpr int kG = BM / kRPI < 4 ? BM / kRPI : 4;
-#pragma unroll
-                for (int i0 = 0; i0 < BM / kRPI; i0 += kG) {
-                    uint4 x[kG];
-#pragma unroll
-                    for (int i = i0; i < i0 + kG; ++i) {
-                        const int r = kr + i * kRPI;
-                        x[i - i0] = ld16(qg + (size_t)(m0 + r) * FA8H_HD + kch * 16, m0 + r < p.s);
-                    }
-#pragma unroll
-                    for (int i = i0; i < i0 + kG; ++i)
-                        st_f16(sq + qb * kQBytes + qdst + i * kRPI * RB, sq + qb * kQBytes + qdst1 + i * kRPI * RB, x[i - i0]);
-                }
-                fence_async();  // the consumers' wgmma reads them through the async proxy
-                bar_arrive(qfull + 8 * qb);
-            }
-#else
 #pragma unroll
             for (int i = 0; i < BM / kRPI; ++i) {
                 const int r = kr + i * kRPI;
@@ -470,49 +373,13 @@ __device__ __forceinline__ void fwd(const Params& p) {
                 cp16(sq + qb * kQBytes + swz<FA8H_HD>(r, kch), qg + (size_t)(ok ? m0 + r : 0) * FA8H_HD + kch * 16, ok);
             }
             bar_arrive_cp(qfull + 8 * qb);
-#endif
             const uint8_t* ksrc = kg + (size_t)kkey * FA8H_HD + kch * 16;
             const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
-#if FA8H_QK_F16
-            // K(j) is copied as E4M3 into staging slot j % 2 one tile ahead;
-            // a thread widens exactly the chunks it copied, so its own
-            // cp.async.wait_group is all the ordering it needs.
-            const uint32_t stg = sring + FA8H_STAGES * kStageBytes;
-            auto stage_k = [&](int j) {
-                const int n0 = j * FA8H_BN;
-#pragma unroll
-                for (int i = 0; i < FA8H_BN / kRPI; ++i) {
-                    const bool ok = n0 + kkey + i * kRPI < p.s;
-                    cp16(stg + (j & 1) * kKStage + (i * 128 + tid) * 16, ok ? ksrc + (size_t)(n0 + i * kRPI) * FA8H_HD : kg, ok);
-                }
-            };
-            stage_k(0);
-            cp_commit();
-#endif
             for (int j = 0; j < n; ++j, ++g) {
                 const unsigned s = g % FA8H_STAGES;
                 if (g >= FA8H_STAGES) bar_wait(empty + 8 * s, ((g / FA8H_STAGES) - 1) & 1);
                 const uint32_t sk = sring + s * kStageBytes, sv = sk + kKBytes;
                 const int n0 = j * FA8H_BN;
-#if FA8H_QK_F16
-                // V's copies first (they land while K is widened), then K.
-                const bool vok = n0 + vch * 16 < p.sp;
-#pragma unroll
-                for (int i = 0; i < FA8H_HD / vRPI; ++i)
-                    cp16(sv + vdst + i * vRPI * FA8H_BN, vok ? vsrc + (size_t)i * vRPI * p.sp + n0 : vg, vok);
-                bar_arrive_cp(full + 8 * s);
-                if (j + 1 < n) stage_k(j + 1);
-                cp_commit();
-                if (j + 1 < n)
-                    cp_wait<1>();
-                else
-                    cp_wait<0>();
-#pragma unroll
-                for (int i = 0; i < FA8H_BN / kRPI; ++i)
-                    st_f16(sk + kdst + i * kRPI * RB, sk + kdst1 + i * kRPI * RB, lds16(stg + (j & 1) * kKStage + (i * 128 + tid) * 16));
-                fence_async();
-                bar_arrive(full + 8 * s);
-#else
 #pragma unroll
                 for (int i = 0; i < FA8H_BN / kRPI; ++i) {
                     const int key = n0 + kkey + i * kRPI;
@@ -524,7 +391,6 @@ __device__ __forceinline__ void fwd(const Params& p) {
                 for (int i = 0; i < FA8H_HD / vRPI; ++i)
                     cp16(sv + vdst + i * vRPI * FA8H_BN, vok ? vsrc + (size_t)i * vRPI * p.sp + n0 : vg, vok);
                 bar_arrive_cp(full + 8 * s);
-#endif
             }
         }
         return;
@@ -559,7 +425,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
         for (int k = 1; k < 1 + kST; ++k) mma_ss(st[k - 1], qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), 0);
 #else
 #pragma unroll
-        for (int k = 0; k < KT; ++k) mma_qk(sc, qdesc + (kstep(k, BM) >> 4), desc_lo<RB>(kl + (kstep(k, FA8H_BN) >> 4)), k > 0);
+        for (int k = 0; k < KT; ++k) mma_ss(sc, qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), k > 0);
 #endif
         wg_commit();
     };
@@ -716,7 +582,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
         item(w, m0, bh, n);
         row0 = m0 + cw * 64 + warp * 16 + (lane / 4);
         const int qb = it & 1;
-        qdesc = desc<RB>(sq + qb * kQBytes + cw * 64 * RB);
+        qdesc = desc<FA8H_HD>(sq + qb * kQBytes + cw * 64 * FA8H_HD);
 #pragma unroll
         for (int i = 0; i < DB; ++i)
 #pragma unroll

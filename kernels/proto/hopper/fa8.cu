@@ -42,9 +42,6 @@
 #ifdef PV_LATE
 #define FA8H_PV_LATE PV_LATE
 #endif
-#ifdef QK_F16
-#define FA8H_QK_F16 QK_F16
-#endif
 #include "fa8h.cu"
 #ifndef FA8H_EXP_EMU
 #define FA8H_EXP_EMU 0  // a kernel from before the knob (a step's -Ibase build)
