@@ -50,25 +50,9 @@ func TestDeviceHopper(t *testing.T) {
 	pool := e.poolFor(t, fam.Source())
 	gate := DefaultGateLimits(e.target.SharedPerBlock)
 	n := devSweepN()
-	type record struct {
-		Variant   string       `json:"variant"`
-		Key       string       `json:"key"`
-		Ptxas     string       `json:"ptxas_reject,omitempty"`
-		Compile   string       `json:"compile_error,omitempty"`
-		Cases     int          `json:"cases"`
-		Pass      bool         `json:"pass"`
-		Why       string       `json:"why,omitempty"`
-		FirstFail string       `json:"first_failing_case,omitempty"`
-		WorstMax  float64      `json:"worst_max_abs_err_over_scale"`
-		WorstRel  float64      `json:"worst_rel_l2"`
-		WorstCos  float64      `json:"worst_e2e_cos_scale1"`
-		WorstL1   float64      `json:"worst_e2e_rel_l1_scale1"`
-		NaNInf    int          `json:"nan_inf"`
-		Config    space.Config `json:"config"`
-	}
 	var (
 		mu      sync.Mutex
-		records []record
+		records []devOneByteRecord
 	)
 	variants := []devOneByteVariant{
 		{"d64", "1x8x512x64", "fp16", false, n},
@@ -90,7 +74,7 @@ func TestDeviceHopper(t *testing.T) {
 		t.Logf("%s: %d configs x %d cases", v.name, len(configs), len(cases))
 		for _, c := range configs {
 			g.Go(func() error {
-				rec := record{Variant: v.name, Key: c.Key(), Config: c, Pass: true, WorstCos: 1}
+				rec := devOneByteRecord{Variant: v.name, Key: c.Key(), Config: c, Pass: true, WorstCos: 1}
 				defer func() {
 					mu.Lock()
 					records = append(records, rec)
@@ -114,38 +98,8 @@ func TestDeviceHopper(t *testing.T) {
 					rec.Ptxas = why // refused before the GPU, as a tune refuses it
 					return nil
 				}
-				for _, cs := range cases {
-					plan, err := fam.Plan(c, cs.Shape, e.target)
-					if err != nil {
-						rec.Pass, rec.Why = false, "plan: "+err.Error()
-						return nil
-					}
-					tl := scaledTolerance(tol, cs.InputScale)
-					if cs.InputScale != 1 {
-						tl.E2ECos, tl.E2ERelL1 = 0, 0
-					}
-					resp, err := e.worker.Do(gctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin.Path, Plan: plan, Shape: cs.Shape,
-						Dtype: "fp8", OutDtype: v.out, Causal: v.causal, Scale: cs.SoftmaxScale, Seed: cs.Seed,
-						InputScale: cs.InputScale, Atol: tl.Atol, Rtol: tl.Rtol}, 2*time.Minute)
-					if err == nil && resp.Error != "" {
-						err = fmt.Errorf("%s", resp.Error)
-					}
-					if err != nil {
-						rec.Pass, rec.Why, rec.FirstFail = false, err.Error(), cs.String()
-						return nil
-					}
-					rec.Cases++
-					rec.NaNInf += resp.NaN + resp.Inf
-					rec.WorstMax = math.Max(rec.WorstMax, resp.MaxAbsErr/cs.InputScale)
-					rec.WorstRel = math.Max(rec.WorstRel, resp.RelL2)
-					if cs.InputScale == 1 {
-						rec.WorstCos = math.Min(rec.WorstCos, resp.E2ECos)
-						rec.WorstL1 = math.Max(rec.WorstL1, resp.E2ERelL1)
-					}
-					if why := accuracyFailure(resp, tl); why != "" && rec.Pass {
-						rec.Pass, rec.Why, rec.FirstFail = false, why, cs.String()
-					}
-				}
+				e.devRunCases(gctx, &rec, cubin.Path, cases, func(s space.Shape) (kernels.Plan, error) { return fam.Plan(c, s, e.target) },
+					"fp8", v.out, v.causal, tol)
 				return nil
 			})
 		}
@@ -153,12 +107,7 @@ func TestDeviceHopper(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(records, func(i, j int) bool {
-		if records[i].Variant != records[j].Variant {
-			return records[i].Variant < records[j].Variant
-		}
-		return records[i].Key < records[j].Key
-	})
+	devSortRecords(records, func(r devOneByteRecord) (string, string) { return r.Variant, r.Key })
 
 	var tab bytes.Buffer
 	tw := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)

@@ -27,6 +27,7 @@ type devOneByteRecord struct {
 	Variant   string       `json:"variant"`
 	Key       string       `json:"key"`
 	Compile   string       `json:"compile_error,omitempty"`
+	Ptxas     string       `json:"ptxas_reject,omitempty"` // refused at the ptxas gate, before the GPU (TestDeviceHopper)
 	Cases     int          `json:"cases"`
 	Pass      bool         `json:"pass"`
 	Why       string       `json:"why,omitempty"`
@@ -101,38 +102,8 @@ func devOneByteSweep(t *testing.T, e *devEnv, dtype string, variants []devOneByt
 					return nil
 				}
 				defer cubin.Release()
-				for _, cs := range cases {
-					plan, err := kernels.SDPAPlan(c, cs.Shape, e.target)
-					if err != nil {
-						rec.Pass, rec.Why = false, "plan: "+err.Error()
-						return nil
-					}
-					tl := scaledTolerance(tol, cs.InputScale)
-					if cs.InputScale != 1 {
-						tl.E2ECos, tl.E2ERelL1 = 0, 0
-					}
-					resp, err := e.worker.Do(gctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin.Path, Plan: plan, Shape: cs.Shape,
-						Dtype: dtype, OutDtype: v.out, Causal: v.causal, Scale: cs.SoftmaxScale, Seed: cs.Seed,
-						InputScale: cs.InputScale, Atol: tl.Atol, Rtol: tl.Rtol}, 2*time.Minute)
-					if err == nil && resp.Error != "" {
-						err = fmt.Errorf("%s", resp.Error)
-					}
-					if err != nil {
-						rec.Pass, rec.Why, rec.FirstFail = false, err.Error(), cs.String()
-						return nil
-					}
-					rec.Cases++
-					rec.NaNInf += resp.NaN + resp.Inf
-					rec.WorstMax = math.Max(rec.WorstMax, resp.MaxAbsErr/cs.InputScale)
-					rec.WorstRel = math.Max(rec.WorstRel, resp.RelL2)
-					if cs.InputScale == 1 {
-						rec.WorstCos = math.Min(rec.WorstCos, resp.E2ECos)
-						rec.WorstL1 = math.Max(rec.WorstL1, resp.E2ERelL1)
-					}
-					if why := accuracyFailure(resp, tl); why != "" && rec.Pass {
-						rec.Pass, rec.Why, rec.FirstFail = false, why, cs.String()
-					}
-				}
+				e.devRunCases(gctx, &rec, cubin.Path, cases, func(s space.Shape) (kernels.Plan, error) { return kernels.SDPAPlan(c, s, e.target) },
+					dtype, v.out, v.causal, tol)
 				return nil
 			})
 		}
@@ -140,12 +111,7 @@ func devOneByteSweep(t *testing.T, e *devEnv, dtype string, variants []devOneByt
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(records, func(i, j int) bool {
-		if records[i].Variant != records[j].Variant {
-			return records[i].Variant < records[j].Variant
-		}
-		return records[i].Key < records[j].Key
-	})
+	devSortRecords(records, func(r devOneByteRecord) (string, string) { return r.Variant, r.Key })
 
 	// End to end on N(0,1) inputs and the same-run timing at the bench
 	// shapes: the dtype's default config beside the fp16 default.
@@ -254,4 +220,58 @@ func devOneByteSweep(t *testing.T, e *devEnv, dtype string, variants []devOneByt
 		t.Errorf("%d %s configs failed:\n%s", len(failed), dtype, strings.Join(failed, "\n"))
 	}
 	return records
+}
+
+// devRunCases runs a compiled config through every case on the worker and
+// records the outcome in rec, judged as the pipeline judges: the tolerance
+// scaled with the input scale, the end-to-end limits at input scale 1 only.
+// plan gives the config's launches on a case's shape. It stops at the first
+// case the worker cannot run; an accuracy failure is recorded and the other
+// cases still run (their worst errors are reported).
+func (e *devEnv) devRunCases(ctx context.Context, rec *devOneByteRecord, cubin string, cases []CheckCase,
+	plan func(space.Shape) (kernels.Plan, error), dtype, out string, causal bool, tol kernels.Tolerance) {
+	for _, cs := range cases {
+		pl, err := plan(cs.Shape)
+		if err != nil {
+			rec.Pass, rec.Why = false, "plan: "+err.Error()
+			return
+		}
+		tl := scaledTolerance(tol, cs.InputScale)
+		if cs.InputScale != 1 {
+			tl.E2ECos, tl.E2ERelL1 = 0, 0
+		}
+		resp, err := e.worker.Do(ctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin, Plan: pl, Shape: cs.Shape,
+			Dtype: dtype, OutDtype: out, Causal: causal, Scale: cs.SoftmaxScale, Seed: cs.Seed,
+			InputScale: cs.InputScale, Atol: tl.Atol, Rtol: tl.Rtol}, 2*time.Minute)
+		if err == nil && resp.Error != "" {
+			err = fmt.Errorf("%s", resp.Error)
+		}
+		if err != nil {
+			rec.Pass, rec.Why, rec.FirstFail = false, err.Error(), cs.String()
+			return
+		}
+		rec.Cases++
+		rec.NaNInf += resp.NaN + resp.Inf
+		rec.WorstMax = math.Max(rec.WorstMax, resp.MaxAbsErr/cs.InputScale)
+		rec.WorstRel = math.Max(rec.WorstRel, resp.RelL2)
+		if cs.InputScale == 1 {
+			rec.WorstCos = math.Min(rec.WorstCos, resp.E2ECos)
+			rec.WorstL1 = math.Max(rec.WorstL1, resp.E2ERelL1)
+		}
+		if why := accuracyFailure(resp, tl); why != "" && rec.Pass {
+			rec.Pass, rec.Why, rec.FirstFail = false, why, cs.String()
+		}
+	}
+}
+
+// devSortRecords orders a sweep's records by variant, then config key.
+func devSortRecords[T any](rs []T, vk func(T) (string, string)) {
+	sort.Slice(rs, func(i, j int) bool {
+		vi, ki := vk(rs[i])
+		vj, kj := vk(rs[j])
+		if vi != vj {
+			return vi < vj
+		}
+		return ki < kj
+	})
 }

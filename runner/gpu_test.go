@@ -657,12 +657,7 @@ func TestDeviceFamilySweep(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(records, func(i, j int) bool {
-		if records[i].Variant != records[j].Variant {
-			return records[i].Variant < records[j].Variant
-		}
-		return records[i].Key < records[j].Key
-	})
+	devSortRecords(records, func(r devSweepRecord) (string, string) { return r.Variant, r.Key })
 
 	type variantSummary struct {
 		Variant   string  `json:"variant"`
