@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,12 +9,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"evotune/kernels"
 	"evotune/space"
@@ -46,68 +42,14 @@ func TestDeviceHopper(t *testing.T) {
 	if err := fam.CheckNVCC("fp8", e.nvcc.Version); err != nil {
 		t.Skip(err)
 	}
-	ctx := context.Background()
-	pool := e.poolFor(t, fam.Source())
 	gate := DefaultGateLimits(e.target.SharedPerBlock)
 	n := devSweepN()
-	var (
-		mu      sync.Mutex
-		records []devOneByteRecord
-	)
 	variants := []devOneByteVariant{
 		{"d64", "1x8x512x64", "fp16", false, n},
 		{"d64-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1)},
 		{"d128", "1x3x77x128", "fp16", false, max(n/4, 1)},
 	}
-	// The worker runs one request at a time; a few compiles run ahead.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(4)
-	for _, v := range variants {
-		prob := space.Problem{Family: fam.Name, Shapes: []space.Shape{devShape(t, v.shape)}, Dtype: "fp8", OutDtype: v.out, Causal: v.causal}
-		sp, err := fam.SpaceFor(prob, e.target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		configs := devHopperSample(sp, v.n)
-		cases := CheckCases(prob)
-		tol := fam.Tolerance("fp8", v.out)
-		t.Logf("%s: %d configs x %d cases", v.name, len(configs), len(cases))
-		for _, c := range configs {
-			g.Go(func() error {
-				rec := devOneByteRecord{Variant: v.name, Key: c.Key(), Config: c, Pass: true, WorstCos: 1}
-				defer func() {
-					mu.Lock()
-					records = append(records, rec)
-					mu.Unlock()
-				}()
-				cubin, err := devCompile(gctx, pool, sp, c)
-				if err != nil {
-					if gctx.Err() != nil {
-						return gctx.Err()
-					}
-					rec.Compile, rec.Pass, rec.Why = err.Error(), false, err.Error()
-					return nil
-				}
-				defer cubin.Release()
-				rep, err := ParsePtxas(cubin.Ptxas)
-				if err != nil {
-					rec.Compile, rec.Pass, rec.Why = "ptxas report: "+err.Error(), false, err.Error()
-					return nil
-				}
-				if why := gate.Check(rep.Worst()); why != "" {
-					rec.Ptxas = why // refused before the GPU, as a tune refuses it
-					return nil
-				}
-				e.devRunCases(gctx, &rec, cubin.Path, cases, func(s space.Shape) (kernels.Plan, error) { return fam.Plan(c, s, e.target) },
-					"fp8", v.out, v.causal, tol)
-				return nil
-			})
-		}
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	devSortRecords(records, func(r devOneByteRecord) (string, string) { return r.Variant, r.Key })
+	records := e.devSweep(t, e.poolFor(t, fam.Source()), fam, "fp8", variants, devHopperSample, &gate)
 
 	var tab bytes.Buffer
 	tw := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)

@@ -70,48 +70,13 @@ type devOneByteVariant struct {
 func devOneByteSweep(t *testing.T, e *devEnv, dtype string, variants []devOneByteVariant) []devOneByteRecord {
 	ctx := context.Background()
 	pool := e.pool(t)
-	var mu sync.Mutex
-	var records []devOneByteRecord
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.NumCPU())
-	for _, v := range variants {
-		shape := devShape(t, v.shape)
-		prob := space.Problem{Family: kernels.DefaultFamily, Shapes: []space.Shape{shape}, Dtype: dtype, OutDtype: v.out, Causal: v.causal}
-		sp, err := kernels.SDPASpace(prob, e.target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		configs := devCoverSelect(sp.ValidConfigs(), v.n, 1)
-		cases := CheckCases(prob)
-		tol := kernels.ToleranceFor(dtype, v.out)
-		t.Logf("%s: %d configs x %d cases", v.name, len(configs), len(cases))
-		for _, c := range configs {
-			g.Go(func() error {
-				rec := devOneByteRecord{Variant: v.name, Key: c.Key(), Config: c, Pass: true, WorstCos: 1}
-				defer func() {
-					mu.Lock()
-					records = append(records, rec)
-					mu.Unlock()
-				}()
-				cubin, err := devCompile(gctx, pool, sp, c)
-				if err != nil {
-					if gctx.Err() != nil {
-						return gctx.Err()
-					}
-					rec.Compile, rec.Pass, rec.Why = err.Error(), false, err.Error()
-					return nil
-				}
-				defer cubin.Release()
-				e.devRunCases(gctx, &rec, cubin.Path, cases, func(s space.Shape) (kernels.Plan, error) { return kernels.SDPAPlan(c, s, e.target) },
-					dtype, v.out, v.causal, tol)
-				return nil
-			})
-		}
-	}
-	if err := g.Wait(); err != nil {
+	fam, err := kernels.FamilyOf(kernels.DefaultFamily)
+	if err != nil {
 		t.Fatal(err)
 	}
-	devSortRecords(records, func(r devOneByteRecord) (string, string) { return r.Variant, r.Key })
+	records := e.devSweep(t, pool, fam, dtype, variants, func(sp *space.Space, n int) []space.Config {
+		return devCoverSelect(sp.ValidConfigs(), n, 1)
+	}, nil)
 
 	// End to end on N(0,1) inputs and the same-run timing at the bench
 	// shapes: the dtype's default config beside the fp16 default.
@@ -274,4 +239,67 @@ func devSortRecords[T any](rs []T, vk func(T) (string, string)) {
 		}
 		return ki < kj
 	})
+}
+
+// devSweep compiles each variant's sample of configs of family fam with
+// pool and runs each through every check case of dtype (devRunCases, the
+// pipeline's gate), several at once. With gate set, a config whose ptxas
+// figures exceed it is recorded as refused (Ptxas) and not run, as a tune
+// refuses it. It returns the records sorted by variant and config key.
+func (e *devEnv) devSweep(t *testing.T, pool *CompilePool, fam kernels.Family, dtype string, variants []devOneByteVariant,
+	sample func(sp *space.Space, n int) []space.Config, gate *GateLimits) []devOneByteRecord {
+	t.Helper()
+	var mu sync.Mutex
+	var records []devOneByteRecord
+	g, gctx := errgroup.WithContext(context.Background())
+	g.SetLimit(runtime.NumCPU())
+	for _, v := range variants {
+		prob := space.Problem{Family: fam.Name, Shapes: []space.Shape{devShape(t, v.shape)}, Dtype: dtype, OutDtype: v.out, Causal: v.causal}
+		sp, err := fam.SpaceFor(prob, e.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs := sample(sp, v.n)
+		cases := CheckCases(prob)
+		tol := fam.Tolerance(dtype, v.out)
+		t.Logf("%s: %d configs x %d cases", v.name, len(configs), len(cases))
+		for _, c := range configs {
+			g.Go(func() error {
+				rec := devOneByteRecord{Variant: v.name, Key: c.Key(), Config: c, Pass: true, WorstCos: 1}
+				defer func() {
+					mu.Lock()
+					records = append(records, rec)
+					mu.Unlock()
+				}()
+				cubin, err := devCompile(gctx, pool, sp, c)
+				if err != nil {
+					if gctx.Err() != nil {
+						return gctx.Err()
+					}
+					rec.Compile, rec.Pass, rec.Why = err.Error(), false, err.Error()
+					return nil
+				}
+				defer cubin.Release()
+				if gate != nil {
+					rep, err := ParsePtxas(cubin.Ptxas)
+					if err != nil {
+						rec.Compile, rec.Pass, rec.Why = "ptxas report: "+err.Error(), false, err.Error()
+						return nil
+					}
+					if why := gate.Check(rep.Worst()); why != "" {
+						rec.Ptxas = why
+						return nil
+					}
+				}
+				e.devRunCases(gctx, &rec, cubin.Path, cases, func(s space.Shape) (kernels.Plan, error) { return fam.Plan(c, s, e.target) },
+					dtype, v.out, v.causal, tol)
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	devSortRecords(records, func(r devOneByteRecord) (string, string) { return r.Variant, r.Key })
+	return records
 }
