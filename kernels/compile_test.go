@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"evotune/internal/testtool"
 	"evotune/space"
 )
 
@@ -40,13 +41,7 @@ type compiled struct {
 
 func newCompiler(t *testing.T) *compiler {
 	t.Helper()
-	nvcc, err := exec.LookPath("nvcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("nvcc not found on PATH, and CI installs it (nvidia-cuda-toolkit)")
-		}
-		t.Skip("nvcc not found on PATH: the CUDA compile tests need nvcc (CI installs nvidia-cuda-toolkit)")
-	}
+	nvcc := testtool.LookPath(t, "nvcc", "the CUDA compile tests need it", "installs it (nvidia-cuda-toolkit)")
 	objdump, _ := exec.LookPath("cuobjdump")
 	return newCompilerWith(t, nvcc, objdump)
 }
@@ -74,10 +69,8 @@ func newFP8Compiler(t *testing.T) *compiler {
 		why = err.Error()
 	}
 	if why != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("fp8 compile tests: %s; CI sets %s to the nvcc that .ci/nvcc12 unpacks", why, fp8NVCCEnv)
-		}
-		t.Skipf("fp8 compile tests need nvcc %s or newer (set %s): %s", FP8MinNVCC, fp8NVCCEnv, why)
+		testtool.Missing(t, fmt.Sprintf("fp8 compile tests need nvcc %s or newer (set %s): %s", FP8MinNVCC, fp8NVCCEnv, why),
+			"sets "+fp8NVCCEnv+" to the nvcc that .ci/nvcc12 unpacks")
 	}
 	// cuobjdump of the same release: beside nvcc, or in the usr/bin of a
 	// Debian package tree (usr/lib/nvidia-cuda-toolkit/bin/nvcc).
@@ -98,10 +91,7 @@ func newFP8SASSCompiler(t *testing.T) *compiler {
 	t.Helper()
 	cc := newFP8Compiler(t)
 	if cc.objdmp == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no cuobjdump beside the fp8 nvcc, and CI's (.ci/nvcc12) has one")
-		}
-		t.Skip("no cuobjdump beside the fp8 nvcc: the SASS cannot be read")
+		testtool.Missing(t, "no cuobjdump beside the fp8 nvcc: the SASS cannot be read", "has one (.ci/nvcc12)")
 	}
 	return cc
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"evotune/internal/testtool"
 	"evotune/space"
 )
 
@@ -119,14 +120,7 @@ func comparePlanLines(t *testing.T, got []string, configs []space.Config, d int,
 // lookCC returns the C compiler the plan programs are built with; CI has one.
 func lookCC(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no C compiler (cc) on PATH, and CI has one (nvcc needs it)")
-		}
-		t.Skip("no C compiler (cc) on PATH: the rendered plan cannot be compiled here")
-	}
-	return cc
+	return testtool.LookPath(t, "cc", "the rendered plan cannot be compiled here", "has one (nvcc needs it)")
 }
 
 // runPlanC renders configs' plans, compiles them into a program that prints

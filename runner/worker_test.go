@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"evotune/internal/testtool"
 	"evotune/kernels"
 )
 
@@ -506,14 +507,7 @@ func testNVCC(t *testing.T) string {
 			return p
 		}
 	}
-	p, err := exec.LookPath("nvcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("nvcc not found (CUDA_HOME, /usr/local/cuda, PATH), and CI installs it")
-		}
-		t.Skip("nvcc not found (CUDA_HOME, /usr/local/cuda, PATH); the compile tests need it")
-	}
-	return p
+	return testtool.LookPath(t, "nvcc", "nor in CUDA_HOME or /usr/local/cuda; the compile tests need it", "installs it")
 }
 
 // TestRealWorkerBuildsWithFP8NVCC builds the real worker for sm_89 and
@@ -527,10 +521,7 @@ func TestRealWorkerBuildsWithFP8NVCC(t *testing.T) {
 	}
 	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
 	if nvcc == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("EVOTUNE_FP8_NVCC is unset, and CI sets it (.ci/nvcc12)")
-		}
-		t.Skip("EVOTUNE_FP8_NVCC names no nvcc 12.4 or newer")
+		testtool.Missing(t, "EVOTUNE_FP8_NVCC names no nvcc 12.4 or newer", "sets it (.ci/nvcc12)")
 	}
 	cache := t.TempDir()
 	for _, arch := range []string{"sm_89", "sm_90"} {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"evotune/internal/testtool"
 	"evotune/runner"
 )
 
@@ -13,10 +15,7 @@ import (
 // checks what each gate printed; the cubin must exist where it says.
 func TestCheckCompileOnly(t *testing.T) {
 	if _, err := runner.FindNVCC(t.Context(), "", os.Getenv("CUDA_HOME")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI has no nvcc: %v", err)
-		}
-		t.Skipf("no nvcc on this machine (%v); CI installs it", err)
+		testtool.Missing(t, fmt.Sprintf("no nvcc on this machine (%v)", err), "installs it")
 	}
 	cache := t.TempDir()
 	stdout, stderr, code := runCLI(t, "check", "--compile-only", "--arch", "sm_89", "--cache", cache, "--config", "block_m=128,warps=8,stages=3")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"evotune/cmd/evotune/internal/bundle"
+	"evotune/internal/testtool"
 	"evotune/kernels"
 	"evotune/space"
 )
@@ -25,14 +26,7 @@ const (
 // skipping elsewhere.
 func nvccFor(t *testing.T) string {
 	t.Helper()
-	nvcc, err := exec.LookPath("nvcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("nvcc not found on PATH, and CI installs it")
-		}
-		t.Skip("nvcc not found on PATH: the examples cannot be compiled here")
-	}
-	return nvcc
+	return testtool.LookPath(t, "nvcc", "the examples cannot be compiled here", "installs it")
 }
 
 func runTool(t *testing.T, dir, name string, args ...string) {

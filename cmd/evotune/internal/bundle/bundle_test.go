@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"evotune/internal/testtool"
 	"evotune/kernels"
 	"evotune/space"
 )
@@ -189,14 +190,7 @@ func writeBundle(t *testing.T, b *Bundle, dir string) {
 
 func lookNVCC(t *testing.T) string {
 	t.Helper()
-	nvcc, err := exec.LookPath("nvcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("nvcc not found on PATH, and CI installs it")
-		}
-		t.Skip("nvcc not found on PATH: the bundle cannot be compiled here")
-	}
-	return nvcc
+	return testtool.LookPath(t, "nvcc", "the bundle cannot be compiled here", "installs it")
 }
 
 // hostCheck calls the launcher as a user's program would, on a machine with
