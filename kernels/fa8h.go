@@ -4,7 +4,6 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"evotune/space"
 )
@@ -272,14 +271,7 @@ func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 // status codes of SDPAPlanC (the launcher's forward reads them alike).
 // TestFA8HPlanC compiles them and compares them with FA8HPlan.
 func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
-	if !cIdent.MatchString(prefix) {
-		return "", fmt.Errorf("%s plan in C: prefix %q is not a C identifier", fa8hName, prefix)
-	}
-	var b strings.Builder
-	P := strings.ToUpper(prefix)
-	fmt.Fprintf(&b, `/* The launch plan of each config: kernels.FA8HPlan rendered as C. */
-struct %[1]s_plan {
-    long long grid;             /* fa8h_fwd CTAs (grid.x) */
+	b, P, err := planCHead(fa8hName, "FA8HPlan", prefix, `    long long grid;             /* fa8h_fwd CTAs (grid.x) */
     int threads;                /* fa8h_fwd threads per CTA */
     int smem_bytes;             /* fa8h_fwd dynamic shared memory */
     long long vt_grid_x;        /* fa8h_vt CTAs: key blocks of 64 ... */
@@ -287,40 +279,40 @@ struct %[1]s_plan {
     int vt_threads;             /* fa8h_vt threads per CTA */
     long long workspace_bytes;  /* V^T, one byte an element, keys padded to 16 */
     long long lse_offset_bytes; /* unused: 0 */
-};
-`, prefix)
-	b.WriteString(planCStatus(P))
+`)
+	if err != nil {
+		return "", err
+	}
 	for i, c := range configs {
 		g, err := fa8hGeomOf(c, d)
 		if err != nil {
 			return "", fmt.Errorf("%s plan in C, config %s: %w", fa8hName, c.Key(), err)
 		}
-		fmt.Fprintf(&b, "\n/* config %d: %s at D=%d */\n", i, c.Key(), d)
-		fmt.Fprintf(&b, "static inline int %s_plan_%d(int b, int h, int s, int d, int sms, struct %s_plan* p) {\n", prefix, i, prefix)
+		planCFunc(b, prefix, i, c, d)
 		b.WriteString("    long long bh, items, grid, sp;\n")
-		fmt.Fprintf(&b, "    if (b <= 0 || h <= 0 || s <= 0) return %s_PLAN_BAD_SHAPE;\n", P)
-		fmt.Fprintf(&b, "    if (d != %d) return %s_PLAN_BAD_HEAD_DIM;\n", d, P)
+		fmt.Fprintf(b, "    if (b <= 0 || h <= 0 || s <= 0) return %s_PLAN_BAD_SHAPE;\n", P)
+		fmt.Fprintf(b, "    if (d != %d) return %s_PLAN_BAD_HEAD_DIM;\n", d, P)
 		b.WriteString("    bh = (long long)b * h;\n")
-		fmt.Fprintf(&b, "    if (bh > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", maxGridY, P)
-		fmt.Fprintf(&b, "    items = bh * (((long long)s + %d - 1) / %d);\n", g.rows(), g.rows())
-		fmt.Fprintf(&b, "    if (items > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", int64(maxGridX), P)
+		fmt.Fprintf(b, "    if (bh > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", maxGridY, P)
+		fmt.Fprintf(b, "    items = bh * (((long long)s + %d - 1) / %d);\n", g.rows(), g.rows())
+		fmt.Fprintf(b, "    if (items > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", int64(maxGridX), P)
 		b.WriteString("    grid = items;\n")
 		if g.persistent {
-			fmt.Fprintf(&b, "    if (sms <= 0) return %s_PLAN_NO_SMS;\n", P)
+			fmt.Fprintf(b, "    if (sms <= 0) return %s_PLAN_NO_SMS;\n", P)
 			b.WriteString("    if (grid > sms) grid = sms;\n")
 		} else {
 			b.WriteString("    (void)sms;\n")
 		}
 		b.WriteString("    sp = ((long long)s + 15) / 16 * 16;\n")
 		b.WriteString("    p->grid = grid;\n")
-		fmt.Fprintf(&b, "    p->threads = %d;\n", g.threads())
-		fmt.Fprintf(&b, "    p->smem_bytes = %d;\n", g.sharedBytes())
+		fmt.Fprintf(b, "    p->threads = %d;\n", g.threads())
+		fmt.Fprintf(b, "    p->smem_bytes = %d;\n", g.sharedBytes())
 		b.WriteString("    p->vt_grid_x = (sp + 63) / 64;\n")
 		b.WriteString("    p->vt_grid_y = (int)bh;\n")
 		b.WriteString("    p->vt_threads = 256;\n")
-		fmt.Fprintf(&b, "    p->workspace_bytes = (bh * %d * sp + 15) / 16 * 16;\n", d)
+		fmt.Fprintf(b, "    p->workspace_bytes = (bh * %d * sp + 15) / 16 * 16;\n", d)
 		b.WriteString("    p->lse_offset_bytes = 0;\n")
-		fmt.Fprintf(&b, "    return %s_PLAN_OK;\n}\n", P)
+		fmt.Fprintf(b, "    return %s_PLAN_OK;\n}\n", P)
 	}
 	return b.String(), nil
 }
