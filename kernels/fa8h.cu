@@ -36,7 +36,9 @@
 // reused step by step, for D=128 with 128-key tiles), FA8H_PV_ACCUM (each tile's P V in a
 // fresh accumulator, added into O in fp32), FA8H_EXP_EMU (of every 8 column blocks
 // of the scores, how many take 2^x from a polynomial on the FMA pipe: ex2_fma),
-// FA8H_PV_LATE (P V of tile j-1 issued after Q K^T of tile j has landed).
+// FA8H_PV_LATE (P V of tile j-1 issued after Q K^T of tile j has landed),
+// FA8H_V_SMEM (the producer copies V's rows as they are and transposes each
+// tile in shared memory, vt_tile, so the plan has no fa8h_vt launch).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cstdint>
@@ -79,6 +81,9 @@
 #ifndef FA8H_PV_LATE
 #define FA8H_PV_LATE 0
 #endif
+#ifndef FA8H_V_SMEM
+#define FA8H_V_SMEM 0
+#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
@@ -99,6 +104,7 @@ static_assert(!FA8H_PINGPONG || FA8H_NCW == 2, "FA8H_PINGPONG takes two consumer
 static_assert(FA8H_STAGES >= 2, "FA8H_STAGES >= 2");
 static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 2, "FA8H_QK_SPLIT is 0, 1 or 2");
 static_assert(!FA8H_PV_LATE || !FA8H_PINGPONG, "FA8H_PV_LATE has no ping-pong schedule");
+static_assert(!FA8H_V_SMEM || FA8H_STAGES >= 3, "FA8H_V_SMEM needs three ring slots (a tile is signalled one tile late)");
 static_assert(FA8H_EXP_EMU >= 0 && FA8H_EXP_EMU <= 8, "FA8H_EXP_EMU is 0..8 (of every 8 column blocks)");
 
 constexpr int BM = 64 * FA8H_NCW;
@@ -115,7 +121,12 @@ constexpr int kQBytes = BM * FA8H_HD;
 constexpr int kKBytes = FA8H_BN * FA8H_HD;
 constexpr int kVBytes = FA8H_HD * FA8H_BN;
 constexpr int kStageBytes = kKBytes + kVBytes;
-constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes;
+// FA8H_V_SMEM: two row-major V tiles the producer transposes from, rows
+// padded by 16 bytes (kVRow) so that the transpose's reads miss each other's
+// banks (below, vt_tile).
+constexpr int kVRow = FA8H_HD + 16;
+constexpr int kVStagingBytes = FA8H_V_SMEM ? 2 * FA8H_BN * kVRow : 0;
+constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes + kVStagingBytes;
 constexpr int kSmemBytes = kBarOff + 2 * FA8H_STAGES * 8 + 32 + 1024;  // + alignment slack
 #ifdef FA8H_EXPECT_SMEM
 // A test compiles with the shared memory the plan gives (kernels.FA8HPlan).
@@ -140,6 +151,7 @@ struct Params {
     const uint8_t* q;   // [BH][S][FA8H_HD] E4M3
     const uint8_t* k;   // [BH][S][FA8H_HD] E4M3
     const uint8_t* vt;  // [BH][FA8H_HD][Sp] E4M3, keys >= S zero: fa8h_vt's output in the workspace
+    const uint8_t* v;   // [BH][S][FA8H_HD] E4M3 (FA8H_V_SMEM: the producer transposes it)
     OutT* o;            // [BH][S][FA8H_HD]
     int bh, s, sp;
     float qk_scale2;    // q_scale * k_scale * softmax scale * log2(e)
@@ -178,6 +190,22 @@ __device__ __forceinline__ void bar_wait(uint32_t b, int parity) {
         "@!done bra WAIT_%=;\n}\n" ::"r"(b),
         "r"(parity)
         : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// The producer warpgroup's own barrier (FA8H_V_SMEM).
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 3, 128;\n" ::: "memory"); }
+__device__ __forceinline__ uint32_t lds32(uint32_t a) {
+    uint32_t x;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(a) : "memory");
+    return x;
+}
+__device__ __forceinline__ void sts32(uint32_t a, uint32_t x) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(x) : "memory"); }
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
 }
 __device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
@@ -306,6 +334,52 @@ __device__ __forceinline__ int perm(int c) {
 // in O = sum P V / sum P.
 constexpr float kPBias = 8.f;
 
+// vt_tile (FA8H_V_SMEM): the producer's 128 threads transpose a row-major V
+// tile in shared memory (st: key k's chunk c of 16 bytes at k * kVRow +
+// ((c ^ (k >> 3 & 3)) << 4), as the producer's copies place it) into the
+// ring slot's V^T tile (vt: swz<FA8H_BN>, what P V's descriptor reads). A
+// thread moves 4x4-byte blocks, keys 4q..4q+3 by d 4g..4g+3: four 4-byte
+// loads, eight byte permutes, four 4-byte stores. A warp takes 8 q by 4 g at
+// a time (a unit): q = 8a + ql, g = 4c + gl for lane = 8 gl + ql, a and the
+// first c fixed per warp, c stepping per unit. Every address is a per-thread
+// base plus a constant but the loads' chunk, (c ^ (q >> 1 & 3)), one XOR a
+// unit. The row padding and the chunk swizzle keep the loads free of bank
+// conflicts; the stores take two ways at most (checked by enumerating the
+// addresses for every FA8H_HD and FA8H_BN).
+__device__ __forceinline__ void vt_tile(uint32_t st, uint32_t vt, int tid) {
+    constexpr int kUQ = FA8H_BN / 32, kUnits = kUQ * (FA8H_HD / 16), kCS = 4 / kUQ;
+    static_assert(kUnits % 4 == 0 && 4 % kUQ == 0, "units split evenly over the producer's warps");
+    const int lane = tid & 31, ql = lane & 7, gl = lane >> 3, w = tid >> 5;
+    const int a = w % kUQ, c0 = w / kUQ;
+    // Loads: key 4q + j, chunk c ^ (q >> 1 & 3) (q >> 1 & 3 = ql >> 1 & 3), word gl.
+    const uint32_t lbase = st + (uint32_t)((32 * a + 4 * ql) * kVRow + gl * 4);
+    const uint32_t lsw = (uint32_t)((ql >> 1) & 3);
+    // Stores: d = 4g + i, chunk (q >> 2) ^ x(d), word ql & 3, where q >> 2 =
+    // 2a + (ql >> 2), and x(d) = d & 7 = 4 (gl & 1) + i (128-byte rows) or
+    // (d >> 1) & 3 = 2 (gl & 1) + (i >> 1) (64-byte rows): the chunk is a
+    // per-thread part XOR a constant (i or i >> 1); so is the address, as
+    // its fields do not overlap.
+    const uint32_t wsw = (uint32_t)(2 * a + (ql >> 2)) ^ (uint32_t)(FA8H_BN == 128 ? 4 * (gl & 1) : 2 * (gl & 1));
+    const uint32_t sbase = vt + (uint32_t)((16 * c0 + 4 * gl) * FA8H_BN + (ql & 3) * 4);
+    uint32_t sa[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sa[i] = sbase + ((wsw ^ (uint32_t)(FA8H_BN == 128 ? i : i >> 1)) << 4) + i * FA8H_BN;
+#pragma unroll
+    for (int it = 0; it < kUnits / 4; ++it) {
+        const int c = kCS * it;  // plus c0 (in the bases)
+        const uint32_t la = lbase + ((((uint32_t)(c0 + c)) ^ lsw) << 4);
+        uint32_t x[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j] = lds32(la + j * kVRow);
+        const uint32_t t0 = prmt(x[0], x[1], 0x5140), t1 = prmt(x[0], x[1], 0x7362);
+        const uint32_t t2 = prmt(x[2], x[3], 0x5140), t3 = prmt(x[2], x[3], 0x7362);
+        sts32(sa[0] + 16 * c * FA8H_BN, prmt(t0, t2, 0x5410));
+        sts32(sa[1] + 16 * c * FA8H_BN, prmt(t0, t2, 0x7632));
+        sts32(sa[2] + 16 * c * FA8H_BN, prmt(t1, t3, 0x5410));
+        sts32(sa[3] + 16 * c * FA8H_BN, prmt(t1, t3, 0x7632));
+    }
+}
+
 __device__ __forceinline__ void fwd(const Params& p) {
     extern __shared__ uint8_t smem_raw[];
     {
@@ -358,6 +432,22 @@ __device__ __forceinline__ void fwd(const Params& p) {
         const uint32_t kdst = swz<FA8H_HD>(kr, kch), vdst = swz<FA8H_BN>(vd, vch);
         const int kkey = perm(kr);
         unsigned g = 0;  // the ring's tile count over every item
+#if FA8H_V_SMEM
+        const uint32_t sstage = sring + FA8H_STAGES * kStageBytes;
+        // Ring tile gg's V rows have landed (pending: cp.async groups this
+        // thread may leave in flight); every producer thread's have, once
+        // past the barrier. Transpose them into the slot, let the staging
+        // buffer go (the second barrier), and signal the slot full: K's copies
+        // landed with the same group, and the arrive releases the stores.
+        auto signal_vt = [&](unsigned gg, int pending) {
+            if (pending) cp_wait<1>();
+            else cp_wait<0>();
+            producer_sync();
+            vt_tile(sstage + (gg & 1) * (FA8H_BN * kVRow), sring + (gg % FA8H_STAGES) * kStageBytes + kKBytes, tid);
+            producer_sync();
+            bar_arrive(full + 8 * (gg % FA8H_STAGES));
+        };
+#endif
         for (int w = w0, it = 0; w < items; w += wstep, ++it) {
             int m0, bh, n;
             item(w, m0, bh, n);
@@ -374,7 +464,12 @@ __device__ __forceinline__ void fwd(const Params& p) {
             }
             bar_arrive_cp(qfull + 8 * qb);
             const uint8_t* ksrc = kg + (size_t)kkey * FA8H_HD + kch * 16;
+#if FA8H_V_SMEM
+            (void)vg;
+            const uint8_t* vrg = p.v + (size_t)bh * p.s * FA8H_HD;
+#else
             const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
+#endif
             for (int j = 0; j < n; ++j, ++g) {
                 const unsigned s = g % FA8H_STAGES;
                 if (g >= FA8H_STAGES) bar_wait(empty + 8 * s, ((g / FA8H_STAGES) - 1) & 1);
@@ -386,13 +481,32 @@ __device__ __forceinline__ void fwd(const Params& p) {
                     const bool ok = key < p.s;
                     cp16(sk + kdst + i * kRPI * FA8H_HD, ok ? ksrc + (size_t)(n0 + i * kRPI) * FA8H_HD : kg, ok);
                 }
+#if FA8H_V_SMEM
+                // V's rows, as they are, into staging buffer g & 1 (keys
+                // beyond S zero-filled); the tile before this one is
+                // transposed while they fly, and only then signalled.
+                (void)sv;
+                const uint32_t sst = sstage + (g & 1) * (FA8H_BN * kVRow);
+#pragma unroll
+                for (int i = 0; i < FA8H_BN / kRPI; ++i) {
+                    const int r = kr + i * kRPI, key = n0 + r;
+                    const bool ok = key < p.s;
+                    cp16(sst + r * kVRow + ((kch ^ ((r >> 3) & 3)) << 4), ok ? vrg + (size_t)key * FA8H_HD + kch * 16 : p.v, ok);
+                }
+                cp_commit();
+                if (g > 0) signal_vt(g - 1, 1);
+#else
                 const bool vok = n0 + vch * 16 < p.sp;
 #pragma unroll
                 for (int i = 0; i < FA8H_HD / vRPI; ++i)
                     cp16(sv + vdst + i * vRPI * FA8H_BN, vok ? vsrc + (size_t)i * vRPI * p.sp + n0 : vg, vok);
                 bar_arrive_cp(full + 8 * s);
+#endif
             }
         }
+#if FA8H_V_SMEM
+        if (g > 0) signal_vt(g - 1, 0);
+#endif
         return;
     }
 
@@ -704,6 +818,7 @@ extern "C" __global__ void __launch_bounds__(fa8h::kThreads, 1) fa8h_fwd(const S
     p.q = (const uint8_t*)sp.q;
     p.k = (const uint8_t*)sp.k;
     p.vt = (const uint8_t*)sp.o_part;
+    p.v = (const uint8_t*)sp.v;
     p.o = (fa8h::OutT*)sp.o;
     p.bh = sp.b * sp.h;
     p.s = sp.s;

@@ -98,6 +98,11 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 			Doc: "P V of the tile before issued after Q K^T of this tile has landed (not beside it), so qk_split=2's later steps do not wait for it"},
 		{Name: "exp_emu", Macro: "FA8H_EXP_EMU", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
 			Doc: "one in 8 of the softmax's exponentials by a polynomial on the FMA pipe instead of the MUFU"},
+		// The producer transposes V itself: level with the launch at D=64,
+		// 1-2% slower causal and at D=128, 38% faster at 1x8x512x64
+		// (results/2026-11-26-h200-vsmem).
+		{Name: "v_smem", Macro: "FA8H_V_SMEM", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
+			Doc: "V transposed tile by tile in shared memory by the producer warpgroup (1), not by a launch before the forward (0)"},
 	}
 }
 
@@ -105,7 +110,7 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 type fa8hGeom struct {
 	d, bn, ncw, stages, pregs int
 	pingpong, persistent      bool
-	pvLate                    bool
+	pvLate, vSmem             bool
 	qkSplit                   int
 }
 
@@ -121,7 +126,7 @@ func fa8hGeomOf(c space.Config, d int) (fa8hGeom, error) {
 		}
 		*f.dst = v
 	}
-	g.pingpong, g.persistent, g.pvLate = c["pingpong"] == "1", c["persistent"] == "1", c["pv_late"] == "1"
+	g.pingpong, g.persistent, g.pvLate, g.vSmem = c["pingpong"] == "1", c["persistent"] == "1", c["pv_late"] == "1", c["v_smem"] == "1"
 	return g, nil
 }
 
@@ -129,11 +134,16 @@ func (g fa8hGeom) rows() int    { return 64 * g.ncw }
 func (g fa8hGeom) threads() int { return 128 * (g.ncw + 1) }
 
 // sharedBytes is what fa8h.cu's kSmemBytes computes: two Q buffers, the
-// ring of K and V^T tiles, the mbarriers and the slack that aligns the base
-// to 1,024 bytes.
+// ring of K and V^T tiles, with v_smem two row-major V tiles (rows padded
+// by 16 bytes), the mbarriers and the slack that aligns the base to 1,024
+// bytes.
 func (g fa8hGeom) sharedBytes() int {
 	q := g.rows() * g.d
-	return 2*q + g.stages*2*g.bn*g.d + 2*g.stages*8 + 32 + 1024
+	staging := 0
+	if g.vSmem {
+		staging = 2 * g.bn * (g.d + 16)
+	}
+	return 2*q + g.stages*2*g.bn*g.d + staging + 2*g.stages*8 + 32 + 1024
 }
 
 // FA8HSpace is the family's knob space for problem p on target t.
@@ -213,6 +223,15 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 				}
 				return nil
 			})},
+			{Name: "v_smem", Check: geom(func(g fa8hGeom) error {
+				// The producer signals a slot a tile late (it transposes
+				// tile j-1 while tile j's copies fly), which deadlocks on
+				// two slots.
+				if g.vSmem && g.stages < 3 {
+					return fmt.Errorf("v_smem=1 signals each ring slot a tile late and needs 3 stages or more, not %d", g.stages)
+				}
+				return nil
+			})},
 			{Name: "shared_memory", Check: geom(func(g fa8hGeom) error {
 				if b := g.sharedBytes(); b > t.SharedPerBlock {
 					return fmt.Errorf("%d bytes of shared memory exceed the %d bytes a block may have on %s", b, t.SharedPerBlock, t.Arch)
@@ -230,8 +249,18 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 // maxGridY is the largest grid.y a launch may have (the transpose's heads).
 const maxGridY = 65535
 
+// fa8hMaxHeads is the most batches x heads a plan takes: the transpose's
+// grid.y, or with v_smem=1 the forward's grid (a work item at least a head).
+func fa8hMaxHeads(g fa8hGeom) int64 {
+	if g.vSmem {
+		return maxGridX
+	}
+	return maxGridY
+}
+
 // FA8HPlan returns the launches for config c on shape s: fa8h_vt writes V^T
-// into the workspace, fa8h_fwd reads it.
+// into the workspace, fa8h_fwd reads it; with v_smem=1 fa8h_fwd alone,
+// which reads V as it is.
 func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 	if s.B <= 0 || s.H <= 0 || s.S <= 0 {
 		return Plan{}, fmt.Errorf("%s plan: shape %s must be positive", fa8hName, s)
@@ -241,8 +270,8 @@ func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 		return Plan{}, fmt.Errorf("%s plan: %w", fa8hName, err)
 	}
 	bh := int64(s.B) * int64(s.H)
-	if bh > maxGridY {
-		return Plan{}, fmt.Errorf("%s plan: %d batches x heads exceed the %d the transpose's grid numbers", fa8hName, bh, maxGridY)
+	if bh > fa8hMaxHeads(g) {
+		return Plan{}, fmt.Errorf("%s plan: %d batches x heads exceed the %d a grid numbers", fa8hName, bh, fa8hMaxHeads(g))
 	}
 	items := bh * int64(ceilDiv(s.S, g.rows()))
 	if items > maxGridX {
@@ -255,11 +284,15 @@ func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 		}
 		grid = min(items, int64(t.SMs))
 	}
+	fwd := Launch{Kernel: FA8HForwardKernel, Grid: [3]int{int(grid), 1, 1}, Block: [3]int{g.threads(), 1, 1}, SharedBytes: g.sharedBytes()}
+	if g.vSmem {
+		return Plan{Launches: []Launch{fwd}}, nil
+	}
 	sp := int64(ceilDiv(s.S, 16) * 16)
 	return Plan{
 		Launches: []Launch{
 			{Kernel: FA8HTransposeKernel, Grid: [3]int{int(sp+63) / 64, int(bh), 1}, Block: [3]int{256, 1, 1}},
-			{Kernel: FA8HForwardKernel, Grid: [3]int{int(grid), 1, 1}, Block: [3]int{g.threads(), 1, 1}, SharedBytes: g.sharedBytes()},
+			fwd,
 		},
 		WorkspaceBytes: alignUp(bh*int64(s.D)*sp, 16),
 	}, nil
@@ -274,7 +307,7 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 	b, P, err := planCHead(fa8hName, "FA8HPlan", prefix, `    long long grid;             /* fa8h_fwd CTAs (grid.x) */
     int threads;                /* fa8h_fwd threads per CTA */
     int smem_bytes;             /* fa8h_fwd dynamic shared memory */
-    long long vt_grid_x;        /* fa8h_vt CTAs: key blocks of 64 ... */
+    long long vt_grid_x;        /* fa8h_vt CTAs: key blocks of 64 (0: no transpose launch) ... */
     int vt_grid_y;              /* ... by batch x heads */
     int vt_threads;             /* fa8h_vt threads per CTA */
     long long workspace_bytes;  /* V^T, one byte an element, keys padded to 16 */
@@ -289,11 +322,13 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 			return "", fmt.Errorf("%s plan in C, config %s: %w", fa8hName, c.Key(), err)
 		}
 		planCFunc(b, prefix, i, c, d)
-		b.WriteString("    long long bh, items, grid, sp;\n")
+		b.WriteString("    long long bh, items, grid;\n")
 		fmt.Fprintf(b, "    if (b <= 0 || h <= 0 || s <= 0) return %s_PLAN_BAD_SHAPE;\n", P)
 		fmt.Fprintf(b, "    if (d != %d) return %s_PLAN_BAD_HEAD_DIM;\n", d, P)
 		b.WriteString("    bh = (long long)b * h;\n")
-		fmt.Fprintf(b, "    if (bh > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", maxGridY, P)
+		// Heads beyond the transpose's grid.y, or (v_smem=1) beyond the
+		// forward's grid, where items would also overflow.
+		fmt.Fprintf(b, "    if (bh > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", fa8hMaxHeads(g), P)
 		fmt.Fprintf(b, "    items = bh * (((long long)s + %d - 1) / %d);\n", g.rows(), g.rows())
 		fmt.Fprintf(b, "    if (items > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", int64(maxGridX), P)
 		b.WriteString("    grid = items;\n")
@@ -303,32 +338,42 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 		} else {
 			b.WriteString("    (void)sms;\n")
 		}
-		b.WriteString("    sp = ((long long)s + 15) / 16 * 16;\n")
 		b.WriteString("    p->grid = grid;\n")
 		fmt.Fprintf(b, "    p->threads = %d;\n", g.threads())
 		fmt.Fprintf(b, "    p->smem_bytes = %d;\n", g.sharedBytes())
-		b.WriteString("    p->vt_grid_x = (sp + 63) / 64;\n")
-		b.WriteString("    p->vt_grid_y = (int)bh;\n")
-		b.WriteString("    p->vt_threads = 256;\n")
-		fmt.Fprintf(b, "    p->workspace_bytes = (bh * %d * sp + 15) / 16 * 16;\n", d)
+		if g.vSmem { // the forward transposes V itself: no launch, no workspace
+			b.WriteString("    p->vt_grid_x = 0;\n")
+			b.WriteString("    p->vt_grid_y = 0;\n")
+			b.WriteString("    p->vt_threads = 0;\n")
+			b.WriteString("    p->workspace_bytes = 0;\n")
+		} else {
+			b.WriteString("    long long sp = ((long long)s + 15) / 16 * 16;\n")
+			b.WriteString("    p->vt_grid_x = (sp + 63) / 64;\n")
+			b.WriteString("    p->vt_grid_y = (int)bh;\n")
+			b.WriteString("    p->vt_threads = 256;\n")
+			fmt.Fprintf(b, "    p->workspace_bytes = (bh * %d * sp + 15) / 16 * 16;\n", d)
+		}
 		b.WriteString("    p->lse_offset_bytes = 0;\n")
 		fmt.Fprintf(b, "    return %s_PLAN_OK;\n}\n", P)
 	}
 	return b.String(), nil
 }
 
-// fa8hLaunchC: V's transpose (fns[1]) into the workspace, then the forward
-// (fns[0]), which reads it.
+// fa8hLaunchC: V's transpose (fns[1]) into the workspace, where the plan has
+// one (v_smem=0), then the forward (fns[0]).
 func fa8hLaunchC(prefix string) string {
-	return fmt.Sprintf(`// launch runs a plan: V's transpose into the workspace, then the forward.
+	return fmt.Sprintf(`// launch runs a plan: V's transpose into the workspace (unless the config's
+// forward transposes V itself: vt_grid_x 0), then the forward.
 cudaError_t launch(const void* const* fns, std::atomic<unsigned long long>& smem_done,
                    const struct %[1]s_plan& pl, SdpaParams p, cudaStream_t stream) {
     cudaError_t err = allow_smem(fns[0], pl.smem_bytes, smem_done);
     if (err != cudaSuccess) return err;
     void* args[] = {&p};
-    err = cudaLaunchKernel(fns[1], dim3(static_cast<unsigned>(pl.vt_grid_x), static_cast<unsigned>(pl.vt_grid_y)),
-                           dim3(pl.vt_threads), args, 0, stream);
-    if (err != cudaSuccess) return err;
+    if (pl.vt_grid_x > 0) {
+        err = cudaLaunchKernel(fns[1], dim3(static_cast<unsigned>(pl.vt_grid_x), static_cast<unsigned>(pl.vt_grid_y)),
+                               dim3(pl.vt_threads), args, 0, stream);
+        if (err != cudaSuccess) return err;
+    }
     return cudaLaunchKernel(fns[0], dim3(static_cast<unsigned>(pl.grid)), dim3(pl.threads), args,
                             static_cast<size_t>(pl.smem_bytes), stream);
 }

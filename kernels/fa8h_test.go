@@ -83,6 +83,7 @@ func TestFA8HSpace(t *testing.T) {
 		{s128, map[string]string{"pingpong": "1"}, "pingpong"}, // pv_late=1 is D=128's default
 		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
+		{s64, map[string]string{"v_smem": "1", "stages": "2"}, "v_smem"},
 	} {
 		cfg := c.s.Default()
 		for k, v := range c.set {
@@ -140,6 +141,28 @@ func TestFA8HPlan(t *testing.T) {
 	if _, err := FA8HPlan(cfg, space.Shape{B: 1024, H: 128, S: 64, D: 64}, tg); err == nil {
 		t.Error("131072 heads: want an error (the transpose numbers heads in grid.y)")
 	}
+	// v_smem=1: the forward alone, no workspace, more shared memory (two
+	// row-major V tiles of 128 keys, rows of 64 + 16 bytes), and no limit
+	// on the heads.
+	vs := s.Default()
+	vs["v_smem"] = "1"
+	pv, err := FA8HPlan(vs, shape, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pv.Launches) != 1 || pv.Launches[0].Kernel != FA8HForwardKernel || pv.WorkspaceBytes != 0 {
+		t.Errorf("v_smem=1: %+v, want the forward alone and no workspace", pv)
+	}
+	p0, _ := FA8HPlan(s.Default(), shape, tg)
+	if got, want := pv.Launches[0].SharedBytes-p0.Launches[1].SharedBytes, 2*128*(64+16); got != want {
+		t.Errorf("v_smem=1 adds %d bytes of shared memory, want %d", got, want)
+	}
+	if _, err := FA8HPlan(vs, space.Shape{B: 1024, H: 128, S: 64, D: 64}, tg); err != nil {
+		t.Errorf("v_smem=1, 131072 heads: %v (no transpose launch, so no grid.y limit)", err)
+	}
+	if _, err := FA8HPlan(vs, space.Shape{B: 1 << 20, H: 1 << 12, S: 64, D: 64}, tg); err == nil {
+		t.Error("v_smem=1, 2^32 heads: want an error (more work items than a grid)")
+	}
 	if _, err := FA8HPlan(cfg, space.Shape{B: 1, H: 1, S: 0, D: 64}, tg); err == nil {
 		t.Error("S=0: want an error")
 	}
@@ -176,7 +199,7 @@ func TestFA8HBuilds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return append(flags, "-DFA8H_EXPECT_SMEM="+strconv.Itoa(p.Launches[1].SharedBytes))
+		return append(flags, "-DFA8H_EXPECT_SMEM="+strconv.Itoa(p.Launches[len(p.Launches)-1].SharedBytes))
 	}
 	for _, c := range []struct {
 		name     string
@@ -298,7 +321,10 @@ func TestFA8HPlanC(t *testing.T) {
 // FA8HPlan.
 func fa8hPlanLine(ci int, c space.Config, s space.Shape, sms, compiledD int) string {
 	return planLine(ci, s, sms, compiledD, func() (Plan, error) { return FA8HPlan(c, s, Target{SMs: sms}) }, func(p Plan) string {
-		vt, fwd := p.Launches[0], p.Launches[1]
+		fwd, vt := p.Launches[len(p.Launches)-1], Launch{} // v_smem=1: no transpose, zeros
+		if len(p.Launches) == 2 {
+			vt = p.Launches[0]
+		}
 		return fmt.Sprintf(" grid %d threads %d smem %d vt %d x %d x %d workspace %d lse %d", fwd.Grid[0], fwd.Block[0],
 			fwd.SharedBytes, vt.Grid[0], vt.Grid[1], vt.Block[0], p.WorkspaceBytes, p.LSEOffsetBytes)
 	})

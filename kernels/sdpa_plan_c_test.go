@@ -189,6 +189,9 @@ int main(void) {
 	}
 	out, err := exec.Command(bin).Output()
 	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("running the plan program: %v\n%s", err, ee.Stderr)
+		}
 		t.Fatalf("running the plan program: %v", err)
 	}
 	var lines []string
