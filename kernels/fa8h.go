@@ -230,6 +230,13 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 				if g.vSmem && g.stages < 3 {
 					return fmt.Errorf("v_smem=1 signals each ring slot a tile late and needs 3 stages or more, not %d", g.stages)
 				}
+				// At D=128 with 128-key tiles the consumers need 240
+				// registers (pregs=24), and the producer's transpose spills
+				// at 24 (44-64 bytes, nvcc 12.4 and 13.0;
+				// results/2026-11-26-h200-vsmem).
+				if g.vSmem && g.d == 128 && g.bn == 128 {
+					return fmt.Errorf("v_smem=1 at D=128 with bn=128: the producer's transpose spills at the 24 registers the consumers leave it; take bn=64 or v_smem=0")
+				}
 				return nil
 			})},
 			{Name: "shared_memory", Check: geom(func(g fa8hGeom) error {

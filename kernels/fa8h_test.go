@@ -84,6 +84,7 @@ func TestFA8HSpace(t *testing.T) {
 		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
 		{s64, map[string]string{"v_smem": "1", "stages": "2"}, "v_smem"},
+		{s128, map[string]string{"v_smem": "1"}, "v_smem"},
 	} {
 		cfg := c.s.Default()
 		for k, v := range c.set {
