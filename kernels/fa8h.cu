@@ -776,36 +776,52 @@ __device__ __forceinline__ void fwd(const Params& p) {
 }
 
 // V [BH][S][FA8H_HD] -> V^T [BH][FA8H_HD][Sp] (keys from S to Sp zero): what a caller
-// whose V is not already transposed pays first. A CTA moves 64 keys of one
-// head through shared memory, 16-byte loads and 4-byte stores.
+// whose V is not already transposed pays first (v_smem=0). A warp takes 128
+// keys by 32 bytes of d, a thread keys 4q..4q+3: two 16-byte loads a key (a
+// warp's load reads 32 whole sectors), 4x4-byte blocks transposed in
+// registers (byte permutes, as vt_tile), and for each of its 32 d one 4-byte
+// store of the four keys (a warp's store writes 128 consecutive bytes). No
+// shared memory; a CTA (256 threads) covers kVtKeys keys of one head.
+// (FA8H_VT_KEYS: the plan's numbers, kernels.FA8HPlan; the harness reads it.)
+#define FA8H_VT_KEYS (128 * 8 * 32 / FA8H_HD)
+constexpr int kVtGroups = FA8H_HD / 32;
+constexpr int kVtKeys = FA8H_VT_KEYS;
+#ifdef FA8H_EXPECT_VT_KEYS
+static_assert(kVtKeys == FA8H_EXPECT_VT_KEYS, "the plan's transpose grid differs from the kernel's");
+#endif
 __device__ __forceinline__ void vt_transpose(const uint8_t* v, uint8_t* vt, int s, int sp) {
-    __shared__ uint8_t t[64][FA8H_HD + 4];
-    const int bh = blockIdx.y, k0 = blockIdx.x * 64;
-    const uint8_t* src = v + (size_t)bh * s * FA8H_HD;
-    for (int i = threadIdx.x; i < 64 * FA8H_HD / 16; i += 256) {
-        const int r = i / (FA8H_HD / 16), c = i % (FA8H_HD / 16);
-        uint4 x = make_uint4(0, 0, 0, 0);
-        if (k0 + r < s) x = *(const uint4*)(src + (size_t)(k0 + r) * FA8H_HD + c * 16);
-        const uint8_t* b = (const uint8_t*)&x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, bh = blockIdx.y;
+    const int dg = warp % kVtGroups, k0 = blockIdx.x * kVtKeys + (warp / kVtGroups) * 128 + 4 * lane;
+    if (k0 >= sp) return;  // Sp is a multiple of 16: a thread's four keys are all in or all out
+    const uint8_t* src = v + (size_t)bh * s * FA8H_HD + dg * 32;
+    uint32_t x[4][8];
 #pragma unroll
-        for (int e = 0; e < 16; ++e) t[r][c * 16 + e] = b[e];
+    for (int j = 0; j < 4; ++j) {
+        uint4 a = make_uint4(0, 0, 0, 0), b = a;
+        if (k0 + j < s) {
+            a = __ldg((const uint4*)(src + (size_t)(k0 + j) * FA8H_HD));
+            b = __ldg((const uint4*)(src + (size_t)(k0 + j) * FA8H_HD + 16));
+        }
+        x[j][0] = a.x, x[j][1] = a.y, x[j][2] = a.z, x[j][3] = a.w;
+        x[j][4] = b.x, x[j][5] = b.y, x[j][6] = b.z, x[j][7] = b.w;
     }
-    __syncthreads();
-    uint8_t* dst = vt + (size_t)bh * FA8H_HD * sp;
-    for (int i = threadIdx.x; i < FA8H_HD * 16; i += 256) {
-        const int d = i / 16, k = (i % 16) * 4;
-        if (k0 + k < sp)
-            *(uint32_t*)(dst + (size_t)d * sp + k0 + k) =
-                t[k][d] | (uint32_t)t[k + 1][d] << 8 | (uint32_t)t[k + 2][d] << 16 | (uint32_t)t[k + 3][d] << 24;
+    uint8_t* dst = vt + ((size_t)bh * FA8H_HD + dg * 32) * sp + k0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+        const uint32_t t0 = prmt(x[0][w], x[1][w], 0x5140), t1 = prmt(x[0][w], x[1][w], 0x7362);
+        const uint32_t t2 = prmt(x[2][w], x[3][w], 0x5140), t3 = prmt(x[2][w], x[3][w], 0x7362);
+        *(uint32_t*)(dst + (size_t)(4 * w) * sp) = prmt(t0, t2, 0x5410);
+        *(uint32_t*)(dst + (size_t)(4 * w + 1) * sp) = prmt(t0, t2, 0x7632);
+        *(uint32_t*)(dst + (size_t)(4 * w + 2) * sp) = prmt(t1, t3, 0x5410);
+        *(uint32_t*)(dst + (size_t)(4 * w + 3) * sp) = prmt(t1, t3, 0x7632);
     }
 }
-
 
 }  // namespace fa8h
 
 // The V transpose: V [BH][S][D] -> V^T [BH][D][Sp] in the workspace (Sp: S
-// rounded up to 16, the keys beyond S zero). Grid (Sp / 64 rounded up, B*H),
-// 256 threads.
+// rounded up to 16, the keys beyond S zero). Grid (Sp / kVtKeys rounded up,
+// B*H), 256 threads.
 extern "C" __global__ void __launch_bounds__(256) fa8h_vt(const SdpaParams p) {
     fa8h::vt_transpose((const uint8_t*)p.v, (uint8_t*)p.o_part, p.s, (p.s + 15) / 16 * 16);
 }

@@ -256,6 +256,10 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 // maxGridY is the largest grid.y a launch may have (the transpose's heads).
 const maxGridY = 65535
 
+// fa8hVtKeys is the keys a CTA of fa8h_vt transposes (FA8H_VT_KEYS): eight
+// warps of 128 keys by 32 bytes of d.
+func fa8hVtKeys(d int) int { return 128 * 8 * 32 / d }
+
 // fa8hMaxHeads is the most batches x heads a plan takes: the transpose's
 // grid.y, or with v_smem=1 the forward's grid (a work item at least a head).
 func fa8hMaxHeads(g fa8hGeom) int64 {
@@ -295,10 +299,10 @@ func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 	if g.vSmem {
 		return Plan{Launches: []Launch{fwd}}, nil
 	}
-	sp := int64(ceilDiv(s.S, 16) * 16)
+	sp, vtKeys := int64(ceilDiv(s.S, 16)*16), int64(fa8hVtKeys(s.D))
 	return Plan{
 		Launches: []Launch{
-			{Kernel: FA8HTransposeKernel, Grid: [3]int{int(sp+63) / 64, int(bh), 1}, Block: [3]int{256, 1, 1}},
+			{Kernel: FA8HTransposeKernel, Grid: [3]int{int((sp + vtKeys - 1) / vtKeys), int(bh), 1}, Block: [3]int{256, 1, 1}},
 			fwd,
 		},
 		WorkspaceBytes: alignUp(bh*int64(s.D)*sp, 16),
@@ -314,7 +318,7 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 	b, P, err := planCHead(fa8hName, "FA8HPlan", prefix, `    long long grid;             /* fa8h_fwd CTAs (grid.x) */
     int threads;                /* fa8h_fwd threads per CTA */
     int smem_bytes;             /* fa8h_fwd dynamic shared memory */
-    long long vt_grid_x;        /* fa8h_vt CTAs: key blocks of 64 (0: no transpose launch) ... */
+    long long vt_grid_x;        /* fa8h_vt CTAs: key blocks of 32768 / d (0: no transpose launch) ... */
     int vt_grid_y;              /* ... by batch x heads */
     int vt_threads;             /* fa8h_vt threads per CTA */
     long long workspace_bytes;  /* V^T, one byte an element, keys padded to 16 */
@@ -355,7 +359,7 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 			b.WriteString("    p->workspace_bytes = 0;\n")
 		} else {
 			b.WriteString("    long long sp = ((long long)s + 15) / 16 * 16;\n")
-			b.WriteString("    p->vt_grid_x = (sp + 63) / 64;\n")
+			fmt.Fprintf(b, "    p->vt_grid_x = (sp + %d - 1) / %d;\n", fa8hVtKeys(d), fa8hVtKeys(d))
 			b.WriteString("    p->vt_grid_y = (int)bh;\n")
 			b.WriteString("    p->vt_threads = 256;\n")
 			fmt.Fprintf(b, "    p->workspace_bytes = (bh * %d * sp + 15) / 16 * 16;\n", d)

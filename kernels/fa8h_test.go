@@ -126,7 +126,7 @@ func TestFA8HPlan(t *testing.T) {
 	if got, want := p.WorkspaceBytes, int64(4*16*64*sp); got != want {
 		t.Errorf("workspace %d bytes, want %d (V^T, one byte an element)", got, want)
 	}
-	if got := p.Launches[0].Grid; got != [3]int{(sp + 63) / 64, 64, 1} {
+	if got := p.Launches[0].Grid; got != [3]int{(sp + 511) / 512, 64, 1} { // 512 keys a CTA at D=64
 		t.Errorf("transpose grid %v", got)
 	}
 	if got := p.Launches[1].Grid[0]; got != tg.SMs {
@@ -171,7 +171,8 @@ func TestFA8HPlan(t *testing.T) {
 
 // TestFA8HBuilds compiles the family the way the runner does (NVCCArgs) and
 // checks every knob: each value changes the SASS against the default, the
-// plan's shared memory is the kernel's (a static_assert in fa8h.cu), and
+// plan's shared memory and transpose CTAs are the kernel's (static_asserts
+// in fa8h.cu), and
 // the defaults at D=64, D=128 and causal pass checkHopperSASS.
 func TestFA8HBuilds(t *testing.T) {
 	cc := newFP8SASSCompiler(t)
@@ -200,7 +201,8 @@ func TestFA8HBuilds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return append(flags, "-DFA8H_EXPECT_SMEM="+strconv.Itoa(p.Launches[len(p.Launches)-1].SharedBytes))
+		return append(flags, "-DFA8H_EXPECT_SMEM="+strconv.Itoa(p.Launches[len(p.Launches)-1].SharedBytes),
+			"-DFA8H_EXPECT_VT_KEYS="+strconv.Itoa(fa8hVtKeys(d)))
 	}
 	for _, c := range []struct {
 		name     string

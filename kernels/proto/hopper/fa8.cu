@@ -146,7 +146,11 @@ static Result run(int b, int h, int s, float in_scale, float sm_mul, bool timeit
     int sms;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const int grid = FA8H_PERSISTENT ? std::min(items, sms) : items;
-    const dim3 tgrid((sp + 63) / 64, b * h);
+#ifdef FA8H_VT_KEYS
+    const dim3 tgrid((sp + FA8H_VT_KEYS - 1) / FA8H_VT_KEYS, b * h);
+#else
+    const dim3 tgrid((sp + 63) / 64, b * h);  // a kernel from before the register transpose (a -Ibase build)
+#endif
     auto transpose = [&] { fa8h_vt<<<tgrid, 256>>>(p); };
     auto launch = [&] { fa8h_fwd<<<grid, kThreads, kSmemBytes>>>(p); };
     transpose();

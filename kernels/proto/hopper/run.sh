@@ -13,7 +13,8 @@ read -r -a CHECK < "steps/$STEP.check"
 echo "step $STEP $(date -u +%FT%TZ) commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)} $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) $($NVCC --version | tail -1)"
 for v in "${V[@]}"; do
   IFS='|' read -r name mac shape <<<"$v"
-  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -I../.. $mac -o "$T/$name" fa8.cu > "$T/$name.log" 2>&1 &
+  # $mac first: a step's -Ibase (an older fa8h.cu) is searched before ../..
+  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v $mac -I../.. -o "$T/$name" fa8.cu > "$T/$name.log" 2>&1 &
 done
 # The tuned fp16 bests (results/2026-11-22-h100-retune, as kernels/proto/wgmma/run.sh builds them; the short
 # shape's from results/2026-11-26-h100-qkf16/run.sh).
