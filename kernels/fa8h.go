@@ -160,7 +160,7 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 	if t.Arch != "sm_90" {
 		return nil, fmt.Errorf("%s space: the family needs sm_90 (wgmma), not %s", fa8hName, t.Arch)
 	}
-	d := p.Shapes[0].D
+	d, causal := p.Shapes[0].D, p.Causal
 	if d != 64 && d != 128 {
 		return nil, fmt.Errorf("%s space: head dimension %d: want 64 or 128", fa8hName, d)
 	}
@@ -220,6 +220,22 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 				// and 13.0; results/2026-11-26-hopperfam-cli/sweep).
 				if g.d == 64 && g.pregs == 24 {
 					return fmt.Errorf("pregs=24: at D=64 the producer warpgroup spills with 24 registers; take 40 or 56")
+				}
+				// The rules below held in every build seen: nvcc 13.0 in
+				// every sdpa-hopper archive and sweep under results/ (33,
+				// 19 and 79 builds, all spilling), nvcc 12.4 in a sample
+				// over stages, pv_late and pv_accum (36 builds, all
+				// spilling; results/2026-11-26-h200-vt). Causal D=64
+				// builds at pregs=40 compile about half the time, so the
+				// gate decides those.
+				if g.d == 128 && g.bn == 128 && g.pregs != 24 {
+					return fmt.Errorf("pregs=%d: at D=128 with bn=128 the consumers need all 240 registers (the extra Q K^T accumulator beside O and the scores), which pregs=24 alone leaves them", g.pregs)
+				}
+				if g.d == 128 && g.bn == 64 && g.pregs == 24 {
+					return fmt.Errorf("pregs=24: at D=128 with bn=64 the producer warpgroup spills with 24 registers; take 40 or 56")
+				}
+				if g.d == 64 && !causal && g.bn == 128 && g.ncw == 2 && g.pregs == 40 {
+					return fmt.Errorf("pregs=40: at D=64 with bn=128 and two consumer warpgroups the producer spills with 40 registers; take 56")
 				}
 				return nil
 			})},

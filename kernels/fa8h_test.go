@@ -85,6 +85,9 @@ func TestFA8HSpace(t *testing.T) {
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
 		{s64, map[string]string{"v_smem": "1", "stages": "2"}, "v_smem"},
 		{s128, map[string]string{"v_smem": "1"}, "v_smem"},
+		{s128, map[string]string{"pregs": "40"}, "registers"},
+		{s128, map[string]string{"bn": "64", "qk_split": "1"}, "registers"}, // pregs=24 with 64-key tiles
+		{s64, map[string]string{"pregs": "40"}, "registers"},
 	} {
 		cfg := c.s.Default()
 		for k, v := range c.set {
@@ -93,6 +96,13 @@ func TestFA8HSpace(t *testing.T) {
 		var rej *space.Rejection
 		if err := c.s.Check(cfg); err == nil || !asRejection(err, &rej) || rej.Constraint != c.constraint {
 			t.Errorf("%v: got %v, want a rejection by %s", c.set, err, c.constraint)
+		}
+	}
+	c64, _ := f.SpaceFor(fa8hProblem(64, true), tg)
+	if cfg := c64.Default(); true {
+		cfg["pregs"] = "40"
+		if err := c64.Check(cfg); err != nil {
+			t.Errorf("causal D=64 with pregs=40: %v (its builds compile about half the time: the gate's to decide)", err)
 		}
 	}
 	if _, ok := s64.Knob("qk_split"); !ok {
@@ -232,9 +242,12 @@ func TestFA8HBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair := func(name string, s *space.Space, d int, a, b space.Config) {
+	// pair builds a and b and wants their SASS to differ; both must be
+	// valid unless unchecked (a value the constraints allow in no config
+	// that differs from another in that knob alone).
+	pair := func(name string, s *space.Space, d int, a, b space.Config, unchecked ...bool) {
 		for _, c := range []space.Config{a, b} {
-			if err := s.Check(c); err != nil {
+			if err := s.Check(c); err != nil && len(unchecked) == 0 {
 				t.Errorf("%s: %v: %v", name, c, err)
 				return
 			}
@@ -254,6 +267,7 @@ func TestFA8HBuilds(t *testing.T) {
 	}
 	a, b := s128.Default(), s128.Default()
 	a["bn"], b["bn"], b["qk_split"] = "64", "64", "1"
+	a["pregs"], b["pregs"] = "40", "40" // 24 spills with 64-key tiles
 	pair("d128_qk_split=1", s128, 128, a, b)
 	for _, k := range s.Knobs {
 		for _, v := range k.Values {
@@ -264,6 +278,21 @@ func TestFA8HBuilds(t *testing.T) {
 			cfg[k.Name] = v
 			if k.Name == "ncw" { // one consumer warpgroup: no ping-pong, the producer keeps 56 registers
 				cfg["pingpong"], cfg["pregs"] = "0", "56"
+			}
+			if k.Name == "pregs" && v == "40" { // with 128-key tiles 40 spills at D=64: against 56 with 64-key tiles
+				a, b := s.Default(), s.Default()
+				a["bn"], b["bn"], b["pregs"] = "64", "64", "40"
+				pair("pregs=40_bn64", s, 64, a, b)
+				continue
+			}
+			if k.Name == "pregs" && v == "24" {
+				// Valid only at D=128 with 128-key tiles, where the other
+				// values are refused (the consumers need 240 registers):
+				// built against 40 there all the same, unchecked.
+				a, b := s128.Default(), s128.Default()
+				a["pregs"], b["pregs"] = "40", "24"
+				pair("pregs=24_d128", s128, 128, a, b, true)
+				continue
 			}
 			if s.Check(cfg) != nil { // a value D=64 refuses (pregs=24): against the D=128 default
 				c128 := s128.Default()
