@@ -207,6 +207,13 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
     return d;
 }
+// t4x4 transposes a 4x4 block of bytes: y[i] holds byte i of x[0..3], x[0]'s
+// in its low byte (eight byte permutes).
+__device__ __forceinline__ void t4x4(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3, uint32_t (&y)[4]) {
+    const uint32_t t0 = prmt(x0, x1, 0x5140), t1 = prmt(x0, x1, 0x7362);
+    const uint32_t t2 = prmt(x2, x3, 0x5140), t3 = prmt(x2, x3, 0x7362);
+    y[0] = prmt(t0, t2, 0x5410), y[1] = prmt(t0, t2, 0x7632), y[2] = prmt(t1, t3, 0x5410), y[3] = prmt(t1, t3, 0x7632);
+}
 __device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
@@ -339,7 +346,7 @@ constexpr float kPBias = 8.f;
 // ((c ^ (k >> 3 & 3)) << 4), as the producer's copies place it) into the
 // ring slot's V^T tile (vt: swz<FA8H_BN>, what P V's descriptor reads). A
 // thread moves 4x4-byte blocks, keys 4q..4q+3 by d 4g..4g+3: four 4-byte
-// loads, eight byte permutes, four 4-byte stores. A warp takes 8 q by 4 g at
+// loads, eight byte permutes (t4x4), four 4-byte stores. A warp takes 8 q by 4 g at
 // a time (a unit): q = 8a + ql, g = 4c + gl for lane = 8 gl + ql, a and the
 // first c fixed per warp, c stepping per unit. Every address is a per-thread
 // base plus a constant but the loads' chunk, (c ^ (q >> 1 & 3)), one XOR a
@@ -371,12 +378,10 @@ __device__ __forceinline__ void vt_tile(uint32_t st, uint32_t vt, int tid) {
         uint32_t x[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) x[j] = lds32(la + j * kVRow);
-        const uint32_t t0 = prmt(x[0], x[1], 0x5140), t1 = prmt(x[0], x[1], 0x7362);
-        const uint32_t t2 = prmt(x[2], x[3], 0x5140), t3 = prmt(x[2], x[3], 0x7362);
-        sts32(sa[0] + 16 * c * FA8H_BN, prmt(t0, t2, 0x5410));
-        sts32(sa[1] + 16 * c * FA8H_BN, prmt(t0, t2, 0x7632));
-        sts32(sa[2] + 16 * c * FA8H_BN, prmt(t1, t3, 0x5410));
-        sts32(sa[3] + 16 * c * FA8H_BN, prmt(t1, t3, 0x7632));
+        uint32_t y[4];
+        t4x4(x[0], x[1], x[2], x[3], y);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) sts32(sa[i] + 16 * c * FA8H_BN, y[i]);
     }
 }
 
@@ -779,7 +784,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
 // whose V is not already transposed pays first (v_smem=0). A warp takes 128
 // keys by 32 bytes of d, a thread keys 4q..4q+3: two 16-byte loads a key (a
 // warp's load reads 32 whole sectors), 4x4-byte blocks transposed in
-// registers (byte permutes, as vt_tile), and for each of its 32 d one 4-byte
+// registers (t4x4, as vt_tile), and for each of its 32 d one 4-byte
 // store of the four keys (a warp's store writes 128 consecutive bytes). No
 // shared memory; a CTA (256 threads) covers kVtKeys keys of one head.
 // (FA8H_VT_KEYS: the plan's numbers, kernels.FA8HPlan; the harness reads it.)
@@ -808,12 +813,10 @@ __device__ __forceinline__ void vt_transpose(const uint8_t* v, uint8_t* vt, int 
     uint8_t* dst = vt + ((size_t)bh * FA8H_HD + dg * 32) * sp + k0;
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
-        const uint32_t t0 = prmt(x[0][w], x[1][w], 0x5140), t1 = prmt(x[0][w], x[1][w], 0x7362);
-        const uint32_t t2 = prmt(x[2][w], x[3][w], 0x5140), t3 = prmt(x[2][w], x[3][w], 0x7362);
-        *(uint32_t*)(dst + (size_t)(4 * w) * sp) = prmt(t0, t2, 0x5410);
-        *(uint32_t*)(dst + (size_t)(4 * w + 1) * sp) = prmt(t0, t2, 0x7632);
-        *(uint32_t*)(dst + (size_t)(4 * w + 2) * sp) = prmt(t1, t3, 0x5410);
-        *(uint32_t*)(dst + (size_t)(4 * w + 3) * sp) = prmt(t1, t3, 0x7632);
+        uint32_t y[4];
+        t4x4(x[0][w], x[1][w], x[2][w], x[3][w], y);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) *(uint32_t*)(dst + (size_t)(4 * w + i) * sp) = y[i];
     }
 }
 
