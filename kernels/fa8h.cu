@@ -458,7 +458,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
             item(w, m0, bh, n);
             const uint8_t* qg = p.q + (size_t)bh * p.s * FA8H_HD;
             const uint8_t* kg = p.k + (size_t)bh * p.s * FA8H_HD;
+#if !FA8H_V_SMEM
             const uint8_t* vg = p.vt + (size_t)bh * FA8H_HD * p.sp;
+#endif
             const int qb = it & 1;
             if (it >= 2) bar_wait(qempty + 8 * qb, ((it >> 1) - 1) & 1);
 #pragma unroll
@@ -470,7 +472,6 @@ __device__ __forceinline__ void fwd(const Params& p) {
             bar_arrive_cp(qfull + 8 * qb);
             const uint8_t* ksrc = kg + (size_t)kkey * FA8H_HD + kch * 16;
 #if FA8H_V_SMEM
-            (void)vg;
             const uint8_t* vrg = p.v + (size_t)bh * p.s * FA8H_HD;
 #else
             const uint8_t* vsrc = vg + (size_t)vd * p.sp + vch * 16;
