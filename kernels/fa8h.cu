@@ -84,9 +84,6 @@
 #ifndef FA8H_V_SMEM
 #define FA8H_V_SMEM 0
 #endif
-#ifndef FA8H_KSPLIT
-#define FA8H_KSPLIT 0
-#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (nvcc's -arch=sm_90a with -c also runs a compute_90 pass, which lands here.)
@@ -110,12 +107,7 @@ static_assert(!FA8H_PV_LATE || !FA8H_PINGPONG, "FA8H_PV_LATE has no ping-pong sc
 static_assert(!FA8H_V_SMEM || FA8H_STAGES >= 3, "FA8H_V_SMEM needs three ring slots (a tile is signalled one tile late)");
 static_assert(FA8H_EXP_EMU >= 0 && FA8H_EXP_EMU <= 8, "FA8H_EXP_EMU is 0..8 (of every 8 column blocks)");
 
-static_assert(!FA8H_KSPLIT || (FA8H_NCW == 2 && !FA8H_PINGPONG && !FA8H_CAUSAL),
-              "FA8H_KSPLIT: two consumer warpgroups, no ping-pong, no causal mask");
-// FA8H_KSPLIT: the two consumer warpgroups share one 64-row Q tile and take
-// alternate key tiles, merged at the end (short rows: twice the CTAs' work
-// in flight per row).
-constexpr int BM = FA8H_KSPLIT ? 64 : 64 * FA8H_NCW;
+constexpr int BM = 64 * FA8H_NCW;
 // 65,536 registers: the producer's 128 threads keep FA8H_PREGS, the consumers'
 // 128 * FA8H_NCW share the rest (a multiple of 8, at most 240).
 constexpr int kConsumerRegs = FA8H_NCW == 1 ? 240 : (65536 - 128 * FA8H_PREGS) / (128 * FA8H_NCW) / 8 * 8 > 240 ? 240 : (65536 - 128 * FA8H_PREGS) / (128 * FA8H_NCW) / 8 * 8;
@@ -134,12 +126,7 @@ constexpr int kStageBytes = kKBytes + kVBytes;
 // banks (below, vt_tile).
 constexpr int kVRow = FA8H_HD + 16;
 constexpr int kVStagingBytes = FA8H_V_SMEM ? 2 * FA8H_BN * kVRow : 0;
-// FA8H_KSPLIT: the second warpgroup's O, m and l for the merge, a float per
-// thread and element, element-major.
-constexpr int kMergeFloats = DB * 4 + 4;
-constexpr int kMergeBytes = FA8H_KSPLIT ? kMergeFloats * 128 * 4 : 0;
-constexpr int kMergeOff = 2 * kQBytes + FA8H_STAGES * kStageBytes + kVStagingBytes;
-constexpr int kBarOff = kMergeOff + kMergeBytes;
+constexpr int kBarOff = 2 * kQBytes + FA8H_STAGES * kStageBytes + kVStagingBytes;
 constexpr int kSmemBytes = kBarOff + 2 * FA8H_STAGES * 8 + 32 + 1024;  // + alignment slack
 #ifdef FA8H_EXPECT_SMEM
 // A test compiles with the shared memory the plan gives (kernels.FA8HPlan).
@@ -427,7 +414,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
     if (tid == 0) {
         for (int s = 0; s < FA8H_STAGES; ++s) {
             bar_init(full + 8 * s, 128);
-            bar_init(empty + 8 * s, (FA8H_KSPLIT ? 1 : FA8H_NCW) * 4);  // KSPLIT: one warpgroup a tile
+            bar_init(empty + 8 * s, FA8H_NCW * 4);
         }
         for (int b = 0; b < 2; ++b) {
             bar_init(qfull + 8 * b, 128);
@@ -713,10 +700,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
     unsigned g = 0;  // the ring's tile count over every item, as the producer's
     for (int w = w0, it = 0; w < items; w += wstep, ++it) {
         item(w, m0, bh, n);
-        const int rw = FA8H_KSPLIT ? 0 : cw;  // the warpgroup's 64 rows of the item's
-        row0 = m0 + rw * 64 + warp * 16 + (lane / 4);
+        row0 = m0 + cw * 64 + warp * 16 + (lane / 4);
         const int qb = it & 1;
-        qdesc = desc<FA8H_HD>(sq + qb * kQBytes + rw * 64 * FA8H_HD);
+        qdesc = desc<FA8H_HD>(sq + qb * kQBytes + cw * 64 * FA8H_HD);
 #pragma unroll
         for (int i = 0; i < DB; ++i)
 #pragma unroll
@@ -726,23 +712,17 @@ __device__ __forceinline__ void fwd(const Params& p) {
         alpha[0] = alpha[1] = 1.f;
         bar_wait(qfull + 8 * qb, (it >> 1) & 1);
 
-        // The warpgroup's tiles: all, or (FA8H_KSPLIT) every second from cw.
-        constexpr int js = FA8H_KSPLIT ? 2 : 1;
-        const int j0 = FA8H_KSPLIT ? cw : 0;
-        int jl = j0;  // the last tile taken
-        if (j0 < n) {
-        // Tile j0.
-        acquire(g + j0);
+        // Tile 0.
+        acquire(g);
 #if FA8H_PINGPONG
         if (cw == 1 && n > 1) named_arrive(1);
 #endif
         wg_fence();
-        issue_qk(g + j0);
+        issue_qk(g);
         wg_wait<0>();
-        softmax(j0, g + j0);
+        softmax(0, g);
         to_p();
-        for (int j = j0 + js; j < n; j += js) {
-            jl = j;
+        for (int j = 1; j < n; ++j) {
 #if FA8H_PV_LATE
             // Q K^T of tile j with nothing else in flight (its split steps
             // wait for themselves alone), then P V of tile j-1 under the
@@ -754,9 +734,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
             qk_finish(g + j);
             rescale();
             wg_fence();
-            issue_pv(g + j - js);
+            issue_pv(g + j - 1);
             softmax_rest(j);
-            pv_done(g + j - js);
+            pv_done(g + j - 1);
             to_p();
 #else
             acquire(g + j);
@@ -766,13 +746,13 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #endif
             wg_fence();
             issue_qk(g + j);
-            issue_pv(g + j - js);
+            issue_pv(g + j - 1);
 #if FA8H_PINGPONG
             if (!(cw == 1 && j == n - 1)) named_arrive(2 - cw);
 #endif
             wg_wait<1>();
             softmax(j, g + j);
-            pv_done(g + j - js);
+            pv_done(g + j - 1);
             to_p();
 #endif
         }
@@ -780,46 +760,9 @@ __device__ __forceinline__ void fwd(const Params& p) {
         if (lane == 0) bar_arrive(qempty + 8 * qb);
         rescale();
         wg_fence();
-        issue_pv(g + jl);
-        pv_done(g + jl);
-        } else if (lane == 0) {
-            bar_arrive(qempty + 8 * qb);  // (FA8H_KSPLIT, one key tile: nothing for this warpgroup)
-        }
+        issue_pv(g + n - 1);
+        pv_done(g + n - 1);
         g += n;
-#if FA8H_KSPLIT
-        // The second warpgroup's O, m and l to the first, which merges them
-        // into its own (each rescaled to the larger m) and writes the rows.
-        {
-            float* mg = (float*)(smem + kMergeOff) + (tid - 128 * wg);
-            if (cw == 1) {
-#pragma unroll
-                for (int i = 0; i < DB; ++i)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) mg[(i * 4 + e) * 128] = o[i][e];
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    mg[(DB * 4 + r) * 128] = mrow[r];
-                    mg[(DB * 4 + 2 + r) * 128] = lrow[r];
-                }
-            }
-            named_sync(4);
-            if (cw == 0) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const float m1 = mg[(DB * 4 + r) * 128], l1 = mg[(DB * 4 + 2 + r) * 128];
-                    const float mx = fmaxf(mrow[r], m1), mnew = mx == -INFINITY ? 0.f : mx;
-                    const float a0 = ex2((mrow[r] - mnew) * p.qk_scale2), a1 = ex2((m1 - mnew) * p.qk_scale2);
-                    lrow[r] = lrow[r] * a0 + l1 * a1;
-#pragma unroll
-                    for (int i = 0; i < DB; ++i)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) o[i][2 * r + e] = o[i][2 * r + e] * a0 + mg[(i * 4 + 2 * r + e) * 128] * a1;
-                }
-            }
-            named_sync(5);  // the buffer is free again
-            if (cw == 1) continue;
-        }
-#endif
 
         // O / l, in fp16.
 #pragma unroll

@@ -1,7 +1,7 @@
 // fa8.cu: the check and timing harness of the Hopper-native fp8 attention
 // kernel, kernels/fa8h.cu (the family sdpa-hopper), built for sm_90a with the
 // short macro names run.sh's steps use (HD, BN, NCW, STAGES, CAUSAL,
-// PINGPONG, QK_SPLIT, PV_ACCUM, PERSISTENT, PREGS, EMU, PV_LATE, VSMEM, KSPLIT: fa8h.cu's
+// PINGPONG, QK_SPLIT, PV_ACCUM, PERSISTENT, PREGS, EMU, PV_LATE, VSMEM: fa8h.cu's
 // FA8H_ macros).
 // The kernel was first written here (kernels/NOTES.md, "A Hopper-native fp8
 // kernel"; the git history holds the standalone version the measurements of
@@ -46,18 +46,12 @@
 #ifdef VSMEM
 #define FA8H_V_SMEM VSMEM
 #endif
-#ifdef KSPLIT
-#define FA8H_KSPLIT KSPLIT
-#endif
 #include "fa8h.cu"
 #ifndef FA8H_EXP_EMU
 #define FA8H_EXP_EMU 0  // a kernel from before the knob (a step's -Ibase build)
 #endif
 #ifndef FA8H_V_SMEM
 #define FA8H_V_SMEM 0  // a kernel from before the knob
-#endif
-#ifndef FA8H_KSPLIT
-#define FA8H_KSPLIT 0  // a kernel from before the knob
 #endif
 using namespace fa8h;
 #include <cstdio>
@@ -247,8 +241,8 @@ static void report(const char* what, int b, int h, int s, float sc, float sm, co
 }
 
 int main(int argc, char** argv) {
-    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d PREGS=%d EMU=%d VSMEM=%d KSPLIT=%d smem %d\n", FA8H_HD,
-           FA8H_BN, FA8H_NCW, FA8H_STAGES, FA8H_CAUSAL, FA8H_PINGPONG, FA8H_QK_SPLIT, FA8H_PV_ACCUM, FA8H_PERSISTENT, FA8H_PREGS, FA8H_EXP_EMU, FA8H_V_SMEM, FA8H_KSPLIT, kSmemBytes);
+    printf("fa8: HD=%d BN=%d NCW=%d STAGES=%d CAUSAL=%d PINGPONG=%d QK_SPLIT=%d PV_ACCUM=%d PERSISTENT=%d PREGS=%d EMU=%d VSMEM=%d smem %d\n", FA8H_HD,
+           FA8H_BN, FA8H_NCW, FA8H_STAGES, FA8H_CAUSAL, FA8H_PINGPONG, FA8H_QK_SPLIT, FA8H_PV_ACCUM, FA8H_PERSISTENT, FA8H_PREGS, FA8H_EXP_EMU, FA8H_V_SMEM, kSmemBytes);
     bool all = argc < 2 || strcmp(argv[1], "time") != 0;
     if (all) {
         const int shapes[][3] = {{1, 2, 1}, {1, 2, 77}, {1, 3, 500}, {1, 8, 512}, {1, 2, 4096}};
