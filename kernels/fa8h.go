@@ -61,21 +61,21 @@ func FA8HSource() Source {
 	return Source{Name: "fa8h.cu", Files: files, Hash: hashFiles(files)}
 }
 
-// fa8hKnobs declares the family's knobs for head dimension d (causal or
-// not). The defaults are the builds the device runs kept
+// fa8hKnobs declares the family's knobs for head dimension d, causal or
+// not. The defaults are the builds the device runs kept
 // (results/2026-11-26-h100-fa8proto), with the producer's registers raised
-// where 40 spilled, and six ring slots for causal rows, which measured 8%
-// faster than four twice (results/2026-11-26-h200-lsum).
-func fa8hKnobs(d int, causal bool) []space.Knob {
-	split, splits, pregs, stages, late := "1", []string{"1"}, "56", "4", "0"
+// where 40 spilled; at D=64, causal or not, three ring slots with one in 8
+// exponentials on the FMA pipe, the best of every tune since the register
+// transpose (results/2026-11-26-h200-vt: 155.6 and 155.2 µs against the
+// old default's 157.7 and 157.4, causal 648.4 against 653.6).
+func fa8hKnobs(d int) []space.Knob {
+	split, splits, pregs, stages, late, emu := "1", []string{"1"}, "56", "3", "0", "1"
 	if d == 128 {
 		// P V issued late: 5% faster at D=128, where qk_split=2's later
 		// steps otherwise wait for it; 4% slower at D=64
-		// (results/2026-11-26-h200-late).
-		split, splits, pregs, late = "2", []string{"1", "2"}, "24", "1"
-	}
-	if causal {
-		stages = "6"
+		// (results/2026-11-26-h200-late). exp_emu=1 measured 1% slower
+		// there (results/2026-11-26-h200-emu).
+		split, splits, pregs, late, stages, emu = "2", []string{"1", "2"}, "24", "1", "4", "0"
 	}
 	return []space.Knob{
 		{Name: "bn", Macro: "FA8H_BN", Values: []string{"64", "128"}, Layer: space.Macro, Default: "128",
@@ -96,7 +96,7 @@ func fa8hKnobs(d int, causal bool) []space.Knob {
 			Doc: "registers the producer warpgroup keeps (setmaxnreg); the consumers share the rest"},
 		{Name: "pv_late", Macro: "FA8H_PV_LATE", Values: []string{"0", "1"}, Layer: space.Micro, Default: late, Absent: "0",
 			Doc: "P V of the tile before issued after Q K^T of this tile has landed (not beside it), so qk_split=2's later steps do not wait for it"},
-		{Name: "exp_emu", Macro: "FA8H_EXP_EMU", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
+		{Name: "exp_emu", Macro: "FA8H_EXP_EMU", Values: []string{"0", "1"}, Layer: space.Micro, Default: emu, Absent: "0",
 			Doc: "one in 8 of the softmax's exponentials by a polynomial on the FMA pipe instead of the MUFU"},
 		// The producer transposes V itself: level with the launch at D=64,
 		// 1-2% slower causal and at D=128, 38% faster at 1x8x512x64
@@ -184,7 +184,7 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 	}
 	s := &space.Space{
 		Family: fa8hName,
-		Knobs:  fa8hKnobs(d, p.Causal),
+		Knobs:  fa8hKnobs(d),
 		Defines: []space.Define{
 			{Macro: "FA8H_HD", Value: strconv.Itoa(d)},
 			{Macro: "FA8H_CAUSAL", Value: flag(p.Causal)},
