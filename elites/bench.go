@@ -40,8 +40,11 @@ type Bench struct {
 	Archive    string       `json:"archive,omitempty"`
 	Best       string       `json:"best"`
 	BestConfig space.Config `json:"best_config"`
-	// TunedFor is the problem the best configuration was tuned for.
+	// TunedFor is the problem the best configuration was tuned for, or
+	// with Given the problem --config was timed for.
 	TunedFor space.Problem `json:"tuned_for"`
+	// Given says the configuration came from --config, not a search.
+	Given bool `json:"config_given,omitempty"`
 	// Baseline is --baseline-archive, its best and the problem it was tuned for.
 	Baseline     string        `json:"baseline_archive,omitempty"`
 	BaselineBest string        `json:"baseline_best,omitempty"`

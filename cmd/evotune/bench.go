@@ -280,7 +280,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	rep := elites.Bench{
 		Env: env, Date: c.now().UTC().Truncate(time.Second), Commit: gitCommit(),
 		Command: strings.Join(append([]string{"evotune", "bench"}, args...), " "), Dtype: opts.Dtype,
-		Archive: opts.Archive, Best: bestKey, BestConfig: best, TunedFor: tunedFor,
+		Archive: opts.Archive, Best: bestKey, BestConfig: best, TunedFor: tunedFor, Given: opts.Config != "",
 		Baseline: opts.Baseline, BaselineBest: baseline.Key, BaselineFor: baseline.Problem,
 	}
 	for _, s := range shapes {

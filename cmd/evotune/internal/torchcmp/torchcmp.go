@@ -282,7 +282,11 @@ func Markdown(rep elites.Bench) string {
 	for _, c := range rep.TorchCommand {
 		fmt.Fprintf(&b, ", then `%s`", c)
 	}
-	fmt.Fprintf(&b, "\n- best: `%s` (tuned for %s)\n", textfmt.OrUnknown(rep.Best), textfmt.Problem(rep.TunedFor))
+	if rep.Given {
+		fmt.Fprintf(&b, "\n- best: `%s` (given by --config, timed as %s)\n", textfmt.OrUnknown(rep.Best), textfmt.Problem(rep.TunedFor))
+	} else {
+		fmt.Fprintf(&b, "\n- best: `%s` (tuned for %s)\n", textfmt.OrUnknown(rep.Best), textfmt.Problem(rep.TunedFor))
+	}
 	if rep.Baseline != "" {
 		fmt.Fprintf(&b, "- baseline: `%s` of %s (tuned for %s), timed in the same run\n", textfmt.OrUnknown(rep.BaselineBest), rep.Baseline, textfmt.Problem(rep.BaselineFor))
 	}
