@@ -479,7 +479,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
             for (int j = 0; j < n; ++j, ++g) {
                 const unsigned s = g % FA8H_STAGES;
                 if (g >= FA8H_STAGES) bar_wait(empty + 8 * s, ((g / FA8H_STAGES) - 1) & 1);
-                const uint32_t sk = sring + s * kStageBytes, sv = sk + kKBytes;
+                const uint32_t sk = sring + s * kStageBytes;
                 const int n0 = j * FA8H_BN;
 #pragma unroll
                 for (int i = 0; i < FA8H_BN / kRPI; ++i) {
@@ -491,7 +491,6 @@ __device__ __forceinline__ void fwd(const Params& p) {
                 // V's rows, as they are, into staging buffer g & 1 (keys
                 // beyond S zero-filled); the tile before this one is
                 // transposed while they fly, and only then signalled.
-                (void)sv;
                 const uint32_t sst = sstage + (g & 1) * (FA8H_BN * kVRow);
 #pragma unroll
                 for (int i = 0; i < FA8H_BN / kRPI; ++i) {
@@ -502,6 +501,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
                 cp_commit();
                 if (g > 0) signal_vt(g - 1, 1);
 #else
+                const uint32_t sv = sk + kKBytes;
                 const bool vok = n0 + vch * 16 < p.sp;
 #pragma unroll
                 for (int i = 0; i < FA8H_HD / vRPI; ++i)
