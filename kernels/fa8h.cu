@@ -33,7 +33,8 @@
 // FA8H_QK_SPLIT (each k32 step of Q K^T in a fresh accumulator, summed in fp32:
 // the E4M3 wgmma loses bits when it adds onto its accumulator, which failed
 // the gate at input scale 16; kernels/NOTES.md; 2: one extra accumulator,
-// reused step by step, for D=128 with 128-key tiles), FA8H_PV_ACCUM (each tile's P V in a
+// reused step by step, for D=128 with 128-key tiles; 3, D=128: two chains of two steps in two
+// accumulators, one lossy add each, summed in fp32), FA8H_PV_ACCUM (each tile's P V in a
 // fresh accumulator, added into O in fp32), FA8H_EXP_EMU (of every 8 column blocks
 // of the scores, how many take 2^x from a polynomial on the FMA pipe: ex2_fma),
 // FA8H_PV_LATE (P V of tile j-1 issued after Q K^T of tile j has landed),
@@ -102,7 +103,8 @@ static_assert(FA8H_BN == 64 || FA8H_BN == 128, "FA8H_BN is 64 or 128");
 static_assert(FA8H_NCW >= 1 && FA8H_NCW <= 3, "FA8H_NCW is 1, 2 or 3");
 static_assert(!FA8H_PINGPONG || FA8H_NCW == 2, "FA8H_PINGPONG takes two consumer warpgroups");
 static_assert(FA8H_STAGES >= 2, "FA8H_STAGES >= 2");
-static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 2, "FA8H_QK_SPLIT is 0, 1 or 2");
+static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 3, "FA8H_QK_SPLIT is 0, 1, 2 or 3");
+static_assert(FA8H_QK_SPLIT != 3 || FA8H_HD == 128, "FA8H_QK_SPLIT=3 halves four k32 steps (D=128)");
 static_assert(!FA8H_PV_LATE || !FA8H_PINGPONG, "FA8H_PV_LATE has no ping-pong schedule");
 static_assert(!FA8H_V_SMEM || FA8H_STAGES >= 3, "FA8H_V_SMEM needs three ring slots (a tile is signalled one tile late)");
 static_assert(FA8H_EXP_EMU >= 0 && FA8H_EXP_EMU <= 8, "FA8H_EXP_EMU is 0..8 (of every 8 column blocks)");
@@ -526,6 +528,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #if FA8H_QK_SPLIT
     // FA8H_QK_SPLIT=1: a fresh accumulator per k32 step after the first; 2: one,
     // reused (steps 2.. are issued after the first two land, one at a time).
+    // 3: two chains of two steps, one in each accumulator, summed in fp32.
     constexpr int kST = FA8H_QK_SPLIT == 1 ? KT - 1 : 1;
     float st[kST][NB][4];
 #endif
@@ -539,7 +542,11 @@ __device__ __forceinline__ void fwd(const Params& p) {
     // Q K^T of ring tile rg into sc (issued, committed; not waited for).
     auto issue_qk = [&](unsigned rg) {
         const uint32_t kl = slot_lo(rg);
-#if FA8H_QK_SPLIT
+#if FA8H_QK_SPLIT == 3
+#pragma unroll
+        for (int k = 0; k < KT; ++k)
+            mma_ss(k < KT / 2 ? sc : st[0], qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), k % (KT / 2) > 0);
+#elif FA8H_QK_SPLIT
         mma_ss(sc, qdesc, desc_lo<FA8H_HD>(kl), 0);
 #pragma unroll
         for (int k = 1; k < 1 + kST; ++k) mma_ss(st[k - 1], qdesc + (k * 32 >> 4), desc_lo<FA8H_HD>(kl + (k * 32 >> 4)), 0);

@@ -75,7 +75,7 @@ func fa8hKnobs(d int) []space.Knob {
 		// steps otherwise wait for it; 4% slower at D=64
 		// (results/2026-11-26-h200-late). exp_emu=1 measured 1% slower
 		// there (results/2026-11-26-h200-emu).
-		split, splits, pregs, late, stages, emu = "2", []string{"1", "2"}, "24", "1", "4", "0"
+		split, splits, pregs, late, stages, emu = "2", []string{"1", "2", "3"}, "24", "1", "4", "0"
 	}
 	return []space.Knob{
 		{Name: "bn", Macro: "FA8H_BN", Values: []string{"64", "128"}, Layer: space.Macro, Default: "128",
@@ -89,7 +89,7 @@ func fa8hKnobs(d int) []space.Knob {
 		{Name: "persistent", Macro: "FA8H_PERSISTENT", Values: []string{"0", "1"}, Layer: space.Micro, Default: "1",
 			Doc: "at most one CTA per SM, striding over the work items (Q double-buffered)"},
 		{Name: "qk_split", Macro: "FA8H_QK_SPLIT", Values: splits, Layer: space.Micro, Default: split,
-			Doc: "Q K^T's k32 steps each in a fresh accumulator summed in fp32 (1), or one extra accumulator reused step by step (2, D=128); chained sums fail the gate"},
+			Doc: "Q K^T's k32 steps each in a fresh accumulator summed in fp32 (1), one extra accumulator reused step by step (2, D=128), or two chains of two steps summed in fp32 (3, D=128); chained sums fail the gate"},
 		{Name: "pv_accum", Macro: "FA8H_PV_ACCUM", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0",
 			Doc: "each tile's P V in a fresh accumulator, added into O in fp32"},
 		{Name: "pregs", Macro: "FA8H_PREGS", Values: []string{"24", "40", "56"}, Layer: space.Micro, Default: pregs,

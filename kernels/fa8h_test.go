@@ -269,6 +269,9 @@ func TestFA8HBuilds(t *testing.T) {
 	a["bn"], b["bn"], b["qk_split"] = "64", "64", "1"
 	a["pregs"], b["pregs"] = "40", "40" // 24 spills with 64-key tiles
 	pair("d128_qk_split=1", s128, 128, a, b)
+	c := s128.Default()
+	c["qk_split"] = "3"
+	pair("d128_qk_split=3", s128, 128, s128.Default(), c)
 	for _, k := range s.Knobs {
 		for _, v := range k.Values {
 			if v == k.Default {
