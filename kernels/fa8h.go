@@ -71,11 +71,13 @@ func FA8HSource() Source {
 func fa8hKnobs(d int) []space.Knob {
 	split, splits, pregs, stages, late, emu := "1", []string{"1"}, "56", "3", "0", "1"
 	if d == 128 {
-		// P V issued late: 5% faster at D=128, where qk_split=2's later
-		// steps otherwise wait for it; 4% slower at D=64
-		// (results/2026-11-26-h200-late). exp_emu=1 measured 1% slower
+		// Q K^T as two chains of two steps (qk_split=3): 14% faster than
+		// qk_split=2 through bench, 1.08x faster than cuDNN, inside the
+		// gate with errors 2-3x qk_split=2's at input scale 16
+		// (results/2026-11-26-h200-pairs); without qk_split=2's later
+		// steps P V need not be issued late. exp_emu=1 measured 1% slower
 		// there (results/2026-11-26-h200-emu).
-		split, splits, pregs, late, stages, emu = "2", []string{"1", "2", "3"}, "24", "1", "4", "0"
+		split, splits, pregs, late, stages, emu = "3", []string{"1", "2", "3"}, "24", "0", "4", "0"
 	}
 	return []space.Knob{
 		{Name: "bn", Macro: "FA8H_BN", Values: []string{"64", "128"}, Layer: space.Macro, Default: "128",

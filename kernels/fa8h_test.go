@@ -80,7 +80,7 @@ func TestFA8HSpace(t *testing.T) {
 		{s64, map[string]string{"ncw": "1", "pingpong": "1", "pregs": "56"}, "pingpong"},
 		{s64, map[string]string{"ncw": "1", "pregs": "24"}, "registers"},
 		{s64, map[string]string{"pregs": "24"}, "registers"},
-		{s128, map[string]string{"pingpong": "1"}, "pingpong"}, // pv_late=1 is D=128's default
+		{s128, map[string]string{"pingpong": "1", "pv_late": "1"}, "pingpong"},
 		{s128, map[string]string{"qk_split": "1"}, "qk_split"},
 		{s128small, map[string]string{"stages": "6"}, "shared_memory"},
 		{s64, map[string]string{"v_smem": "1", "stages": "2"}, "v_smem"},
@@ -270,8 +270,8 @@ func TestFA8HBuilds(t *testing.T) {
 	a["pregs"], b["pregs"] = "40", "40" // 24 spills with 64-key tiles
 	pair("d128_qk_split=1", s128, 128, a, b)
 	c := s128.Default()
-	c["qk_split"] = "3"
-	pair("d128_qk_split=3", s128, 128, s128.Default(), c)
+	c["qk_split"] = "2" // against the default's 3
+	pair("d128_qk_split=2", s128, 128, s128.Default(), c)
 	for _, k := range s.Knobs {
 		for _, v := range k.Values {
 			if v == k.Default {
