@@ -74,7 +74,7 @@
 #define FA8H_PERSISTENT 0
 #endif
 #ifndef FA8H_PREGS
-#define FA8H_PREGS 40  // the producer's registers (24 or 40); the consumers take the rest
+#define FA8H_PREGS 40  // the producer's registers (24, 40 or 56); the consumers take the rest
 #endif
 #ifndef FA8H_EXP_EMU
 #define FA8H_EXP_EMU 0
@@ -571,10 +571,8 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #endif
         wg_commit();
     };
-    // After Q K^T of the item's tile j (ring tile rg) landed: mask, online
-    // softmax, P (fp32, in sc).
-    // After Q K^T's first steps of ring tile rg landed: their sum, and with
-    // FA8H_QK_SPLIT=2 the remaining steps.
+    // After Q K^T's first steps of ring tile rg landed: their sum into sc
+    // (FA8H_QK_SPLIT 1, 2 and 3), and with FA8H_QK_SPLIT=2 the remaining steps.
     auto qk_finish = [&](unsigned rg) {
         pin(sc);
 #if FA8H_QK_SPLIT
@@ -605,7 +603,7 @@ __device__ __forceinline__ void fwd(const Params& p) {
 #endif
 #endif
     };
-    // Then: mask, online softmax, P (fp32, in sc).
+    // Then, for the item's tile j: mask, online softmax, P (fp32, in sc).
     auto softmax_rest = [&](int j) {
         const int n0 = j * FA8H_BN;
         if (n0 + FA8H_BN > p.s || (FA8H_CAUSAL && n0 + FA8H_BN - 1 > m0 + cw * 64)) {
