@@ -95,7 +95,7 @@ func sameProvenance(a, b space.Result) bool {
 
 // sameProblem reports whether p and q are the same problem.
 func sameProblem(p, q space.Problem) bool {
-	return p.Family == q.Family && p.Dtype == q.Dtype && p.Causal == q.Causal && p.OutDtype == q.OutDtype &&
+	return p.Family == q.Family && p.Dtype == q.Dtype && p.Causal == q.Causal && p.OutDtype == q.OutDtype && p.VTransposed == q.VTransposed &&
 		slices.Equal(p.Shapes, q.Shapes) && slices.Equal(p.Weights, q.Weights)
 }
 

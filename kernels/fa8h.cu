@@ -39,7 +39,10 @@
 // of the scores, how many take 2^x from a polynomial on the FMA pipe: ex2_fma),
 // FA8H_PV_LATE (P V of tile j-1 issued after Q K^T of tile j has landed),
 // FA8H_V_SMEM (the producer copies V's rows as they are and transposes each
-// tile in shared memory, vt_tile, so the plan has no fa8h_vt launch).
+// tile in shared memory, vt_tile, so the plan has no fa8h_vt launch),
+// FA8H_V_GIVEN (the caller gives V transposed, V^T [BH][D][Sp] with the keys
+// beyond S zero, in SdpaParams' v: no fa8h_vt launch either; the problem's
+// V layout, not a searched knob).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cstdint>
@@ -82,6 +85,9 @@
 #ifndef FA8H_PV_LATE
 #define FA8H_PV_LATE 0
 #endif
+#ifndef FA8H_V_GIVEN
+#define FA8H_V_GIVEN 0
+#endif
 #ifndef FA8H_V_SMEM
 #define FA8H_V_SMEM 0
 #endif
@@ -106,6 +112,7 @@ static_assert(FA8H_STAGES >= 2, "FA8H_STAGES >= 2");
 static_assert(FA8H_QK_SPLIT >= 0 && FA8H_QK_SPLIT <= 3, "FA8H_QK_SPLIT is 0, 1, 2 or 3");
 static_assert(FA8H_QK_SPLIT != 3 || FA8H_HD == 128, "FA8H_QK_SPLIT=3 halves four k32 steps (D=128)");
 static_assert(!FA8H_PV_LATE || !FA8H_PINGPONG, "FA8H_PV_LATE has no ping-pong schedule");
+static_assert(!(FA8H_V_SMEM && FA8H_V_GIVEN), "FA8H_V_SMEM transposes V's rows; FA8H_V_GIVEN has V^T already");
 static_assert(!FA8H_V_SMEM || FA8H_STAGES >= 3, "FA8H_V_SMEM needs three ring slots (a tile is signalled one tile late)");
 static_assert(FA8H_EXP_EMU >= 0 && FA8H_EXP_EMU <= 8, "FA8H_EXP_EMU is 0..8 (of every 8 column blocks)");
 
@@ -152,7 +159,7 @@ __device__ __forceinline__ OutT2 out2(float a, float b) { return __floats2half2_
 struct Params {
     const uint8_t* q;   // [BH][S][FA8H_HD] E4M3
     const uint8_t* k;   // [BH][S][FA8H_HD] E4M3
-    const uint8_t* vt;  // [BH][FA8H_HD][Sp] E4M3, keys >= S zero: fa8h_vt's output in the workspace
+    const uint8_t* vt;  // [BH][FA8H_HD][Sp] E4M3, keys >= S zero: fa8h_vt's output in the workspace, or the caller's (FA8H_V_GIVEN)
     const uint8_t* v;   // [BH][S][FA8H_HD] E4M3 (FA8H_V_SMEM: the producer transposes it)
     OutT* o;            // [BH][S][FA8H_HD]
     int bh, s, sp;
@@ -842,7 +849,7 @@ extern "C" __global__ void __launch_bounds__(fa8h::kThreads, 1) fa8h_fwd(const S
     fa8h::Params p;
     p.q = (const uint8_t*)sp.q;
     p.k = (const uint8_t*)sp.k;
-    p.vt = (const uint8_t*)sp.o_part;
+    p.vt = (const uint8_t*)(FA8H_V_GIVEN ? sp.v : sp.o_part);
     p.v = (const uint8_t*)sp.v;
     p.o = (fa8h::OutT*)sp.o;
     p.bh = sp.b * sp.h;

@@ -31,20 +31,21 @@ const sm90aDefine = "EVOTUNE_SM90A"
 
 func fa8hFamily() Family {
 	return Family{
-		Name:      fa8hName,
-		Dtypes:    []string{"fp8"},
-		Archs:     []string{"sm_90"},
-		Source:    FA8HSource,
-		Worker:    WorkerSource,
-		Kernels:   []string{FA8HForwardKernel, FA8HTransposeKernel},
-		Space:     FA8HSpace,
-		Plan:      FA8HPlan,
-		PlanC:     FA8HPlanC,
-		LaunchC:   fa8hLaunchC,
-		Namespace: "fa8h",
-		Tolerance: ToleranceFor,
-		CheckNVCC: CheckNVCCFor,
-		FLOPs:     SDPAFLOPs,
+		Name:        fa8hName,
+		Dtypes:      []string{"fp8"},
+		Archs:       []string{"sm_90"},
+		VTransposed: true,
+		Source:      FA8HSource,
+		Worker:      WorkerSource,
+		Kernels:     []string{FA8HForwardKernel, FA8HTransposeKernel},
+		Space:       FA8HSpace,
+		Plan:        FA8HPlan,
+		PlanC:       FA8HPlanC,
+		LaunchC:     fa8hLaunchC,
+		Namespace:   "fa8h",
+		Tolerance:   ToleranceFor,
+		CheckNVCC:   CheckNVCCFor,
+		FLOPs:       SDPAFLOPs,
 	}
 }
 
@@ -62,13 +63,13 @@ func FA8HSource() Source {
 }
 
 // fa8hKnobs declares the family's knobs for head dimension d, causal or
-// not. The defaults are the builds the device runs kept
+// not, V as it is or given transposed (vTransposed). The defaults are the builds the device runs kept
 // (results/2026-11-26-h100-fa8proto), with the producer's registers raised
 // where 40 spilled; at D=64, causal or not, three ring slots with one in 8
 // exponentials on the FMA pipe, the best of every tune since the register
 // transpose (results/2026-11-26-h200-vt: 155.6 and 155.2 µs against the
 // old default's 157.7 and 157.4, causal 648.4 against 653.6).
-func fa8hKnobs(d int) []space.Knob {
+func fa8hKnobs(d int, vTransposed bool) []space.Knob {
 	split, splits, pregs, stages, late, emu := "1", []string{"1"}, "56", "3", "0", "1"
 	if d == 128 {
 		// Q K^T as two chains of two steps (qk_split=3): 14% faster than
@@ -79,7 +80,7 @@ func fa8hKnobs(d int) []space.Knob {
 		// there (results/2026-11-26-h200-emu).
 		split, splits, pregs, late, stages, emu = "3", []string{"1", "2", "3"}, "24", "0", "4", "0"
 	}
-	return []space.Knob{
+	knobs := []space.Knob{
 		{Name: "bn", Macro: "FA8H_BN", Values: []string{"64", "128"}, Layer: space.Macro, Default: "128",
 			Doc: "keys a tile (the N of Q K^T's wgmma, the K of P V's)"},
 		{Name: "ncw", Macro: "FA8H_NCW", Values: []string{"1", "2"}, Layer: space.Macro, Default: "2",
@@ -100,19 +101,25 @@ func fa8hKnobs(d int) []space.Knob {
 			Doc: "P V of the tile before issued after Q K^T of this tile has landed (not beside it), so qk_split=2's later steps do not wait for it"},
 		{Name: "exp_emu", Macro: "FA8H_EXP_EMU", Values: []string{"0", "1"}, Layer: space.Micro, Default: emu, Absent: "0",
 			Doc: "one in 8 of the softmax's exponentials by a polynomial on the FMA pipe instead of the MUFU"},
-		// The producer transposes V itself: level with the launch at D=64,
-		// 1-2% slower causal and at D=128, 38% faster at 1x8x512x64
-		// (results/2026-11-26-h200-vsmem).
-		{Name: "v_smem", Macro: "FA8H_V_SMEM", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
-			Doc: "V transposed tile by tile in shared memory by the producer warpgroup (1), not by a launch before the forward (0)"},
 	}
+	if vTransposed {
+		// Not searched: the problem's V layout, which the plan (no
+		// transpose launch) and the launcher read from the config.
+		return append(knobs, space.Knob{Name: "v_given", Macro: "FA8H_V_GIVEN", Values: []string{"1"}, Layer: space.Micro, Default: "1",
+			Doc: "V comes transposed from the caller, V^T [B, H, D, S rounded up to 16], the keys beyond S zero (the problem's V layout; not searched)"})
+	}
+	// The producer transposes V itself: level with the launch at D=64,
+	// 1-2% slower causal and at D=128, 38% faster at 1x8x512x64
+	// (results/2026-11-26-h200-vsmem).
+	return append(knobs, space.Knob{Name: "v_smem", Macro: "FA8H_V_SMEM", Values: []string{"0", "1"}, Layer: space.Micro, Default: "0", Absent: "0",
+		Doc: "V transposed tile by tile in shared memory by the producer warpgroup (1), not by a launch before the forward (0)"})
 }
 
 // fa8hGeom is a config's numbers.
 type fa8hGeom struct {
 	d, bn, ncw, stages, pregs int
 	pingpong, persistent      bool
-	pvLate, vSmem             bool
+	pvLate, vSmem, vGiven     bool
 	qkSplit                   int
 }
 
@@ -129,6 +136,7 @@ func fa8hGeomOf(c space.Config, d int) (fa8hGeom, error) {
 		*f.dst = v
 	}
 	g.pingpong, g.persistent, g.pvLate, g.vSmem = c["pingpong"] == "1", c["persistent"] == "1", c["pv_late"] == "1", c["v_smem"] == "1"
+	g.vGiven = c["v_given"] == "1"
 	return g, nil
 }
 
@@ -186,7 +194,7 @@ func FA8HSpace(p space.Problem, t Target) (*space.Space, error) {
 	}
 	s := &space.Space{
 		Family: fa8hName,
-		Knobs:  fa8hKnobs(d),
+		Knobs:  fa8hKnobs(d, p.VTransposed),
 		Defines: []space.Define{
 			{Macro: "FA8H_HD", Value: strconv.Itoa(d)},
 			{Macro: "FA8H_CAUSAL", Value: flag(p.Causal)},
@@ -278,10 +286,15 @@ const maxGridY = 65535
 // warps of 128 keys by 32 bytes of d.
 func fa8hVtKeys(d int) int { return 128 * 8 * 32 / d }
 
+// noTranspose says the plan has no transpose launch: the forward
+// transposes V itself (v_smem=1) or the caller gave it transposed
+// (v_given=1).
+func (g fa8hGeom) noTranspose() bool { return g.vSmem || g.vGiven }
+
 // fa8hMaxHeads is the most batches x heads a plan takes: the transpose's
-// grid.y, or with v_smem=1 the forward's grid (a work item at least a head).
+// grid.y, or without it the forward's grid (a work item at least a head).
 func fa8hMaxHeads(g fa8hGeom) int64 {
-	if g.vSmem {
+	if g.noTranspose() {
 		return maxGridX
 	}
 	return maxGridY
@@ -289,7 +302,8 @@ func fa8hMaxHeads(g fa8hGeom) int64 {
 
 // FA8HPlan returns the launches for config c on shape s: fa8h_vt writes V^T
 // into the workspace, fa8h_fwd reads it; with v_smem=1 fa8h_fwd alone,
-// which reads V as it is.
+// which reads V as it is, and with v_given=1 fa8h_fwd alone, which reads
+// the caller's V^T.
 func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 	if s.B <= 0 || s.H <= 0 || s.S <= 0 {
 		return Plan{}, fmt.Errorf("%s plan: shape %s must be positive", fa8hName, s)
@@ -314,7 +328,7 @@ func FA8HPlan(c space.Config, s space.Shape, t Target) (Plan, error) {
 		grid = min(items, int64(t.SMs))
 	}
 	fwd := Launch{Kernel: FA8HForwardKernel, Grid: [3]int{int(grid), 1, 1}, Block: [3]int{g.threads(), 1, 1}, SharedBytes: g.sharedBytes()}
-	if g.vSmem {
+	if g.noTranspose() {
 		return Plan{Launches: []Launch{fwd}}, nil
 	}
 	sp, vtKeys := int64(ceilDiv(s.S, 16)*16), int64(fa8hVtKeys(s.D))
@@ -355,7 +369,7 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 		fmt.Fprintf(b, "    if (b <= 0 || h <= 0 || s <= 0) return %s_PLAN_BAD_SHAPE;\n", P)
 		fmt.Fprintf(b, "    if (d != %d) return %s_PLAN_BAD_HEAD_DIM;\n", d, P)
 		b.WriteString("    bh = (long long)b * h;\n")
-		// Heads beyond the transpose's grid.y, or (v_smem=1) beyond the
+		// Heads beyond the transpose's grid.y, or (v_smem=1, v_given=1) beyond the
 		// forward's grid, where items would also overflow.
 		fmt.Fprintf(b, "    if (bh > %dLL) return %s_PLAN_TOO_MANY_TILES;\n", fa8hMaxHeads(g), P)
 		fmt.Fprintf(b, "    items = bh * (((long long)s + %d - 1) / %d);\n", g.rows(), g.rows())
@@ -370,7 +384,7 @@ func FA8HPlanC(prefix string, configs []space.Config, d int) (string, error) {
 		b.WriteString("    p->grid = grid;\n")
 		fmt.Fprintf(b, "    p->threads = %d;\n", g.threads())
 		fmt.Fprintf(b, "    p->smem_bytes = %d;\n", g.sharedBytes())
-		if g.vSmem { // the forward transposes V itself: no launch, no workspace
+		if g.noTranspose() { // the forward transposes V itself, or the caller did: no launch, no workspace
 			b.WriteString("    p->vt_grid_x = 0;\n")
 			b.WriteString("    p->vt_grid_y = 0;\n")
 			b.WriteString("    p->vt_threads = 0;\n")

@@ -177,6 +177,65 @@ func TestFA8HPlan(t *testing.T) {
 	if _, err := FA8HPlan(cfg, space.Shape{B: 1, H: 1, S: 0, D: 64}, tg); err == nil {
 		t.Error("S=0: want an error")
 	}
+	// V given transposed: the forward alone, with the shared memory of
+	// v_smem=0 (V^T tiles straight into the ring), no workspace, no limit
+	// on the heads.
+	vtp := fa8hProblem(64, false)
+	vtp.VTransposed = true
+	st, err := FA8HSpace(vtp, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := FA8HPlan(st.Default(), shape, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pg.Launches) != 1 || pg.Launches[0].Kernel != FA8HForwardKernel || pg.WorkspaceBytes != 0 ||
+		pg.Launches[0].SharedBytes != p0.Launches[1].SharedBytes {
+		t.Errorf("V given transposed: %+v, want the forward alone with the default's %d bytes of shared memory and no workspace", pg, p0.Launches[1].SharedBytes)
+	}
+	if _, err := FA8HPlan(st.Default(), space.Shape{B: 1024, H: 128, S: 64, D: 64}, tg); err != nil {
+		t.Errorf("V given transposed, 131072 heads: %v (no transpose launch, so no grid.y limit)", err)
+	}
+}
+
+// TestFA8HVTransposedSpace: a problem whose V comes transposed has the
+// one-value knob v_given (what the plan and the launcher read) and no
+// v_smem; a family that reads V as it is refuses it, and so does a dtype
+// other than fp8.
+func TestFA8HVTransposedSpace(t *testing.T) {
+	tg := fa8hTarget(t)
+	p := fa8hProblem(128, true)
+	p.VTransposed = true
+	f, _ := FamilyOf(fa8hName)
+	s, err := f.SpaceFor(p, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := s.Knob("v_given"); !ok || len(k.Values) != 1 || k.Default != "1" {
+		t.Errorf("v_given knob %+v (%v): want one value, 1", k, ok)
+	}
+	if _, ok := s.Knob("v_smem"); ok {
+		t.Error("a v_smem knob with V given transposed: the producer has no rows of V to transpose")
+	}
+	if got := s.Default()["v_given"]; got != "1" {
+		t.Errorf("default v_given=%q", got)
+	}
+	rows, _ := f.SpaceFor(fa8hProblem(128, true), tg)
+	if _, ok := rows.Knob("v_given"); ok {
+		t.Error("v_given with V as it is")
+	}
+	sdpa, _ := FamilyOf(sdpaName)
+	q := p
+	q.Family = sdpaName
+	if _, err := sdpa.SpaceFor(q, Target{Arch: "sm_90", SharedPerBlock: 227 * 1024, SMs: 132}); err == nil || !strings.Contains(err.Error(), "transposed") {
+		t.Errorf("sdpa with V transposed: %v, want a refusal naming it", err)
+	}
+	q = p
+	q.Dtype = "int8"
+	if err := q.Validate(); err == nil {
+		t.Error("int8 with V transposed validated")
+	}
 }
 
 // TestFA8HBuilds compiles the family the way the runner does (NVCCArgs) and
@@ -272,6 +331,34 @@ func TestFA8HBuilds(t *testing.T) {
 	c := s128.Default()
 	c["qk_split"] = "2" // against the default's 3
 	pair("d128_qk_split=2", s128, 128, s128.Default(), c)
+	// V given transposed (the one-value knob v_given, from the problem):
+	// the forward reads the caller's V^T instead of the workspace's.
+	for _, d := range []int{64, 128} {
+		p := fa8hProblem(d, false)
+		p.VTransposed = true
+		st, err := FA8HSpace(p, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := s
+		if d == 128 {
+			rows = s128
+		}
+		flagsT := flagsOf(st, st.Default(), d)
+		t.Run(fmt.Sprintf("d%d_v_given", d), func(t *testing.T) {
+			t.Parallel()
+			base, given := builds.get(flagsOf(rows, rows.Default(), d)), builds.get(flagsT)
+			for _, b := range []*sassBuild{base, given} {
+				if b.err != nil {
+					t.Fatal(b.err)
+				}
+			}
+			if stripAddrs(base.sass) == stripAddrs(given.sass) {
+				t.Error("v_given=1 leaves the SASS unchanged")
+			}
+			checkHopperSASS(t, given, false)
+		})
+	}
 	for _, k := range s.Knobs {
 		for _, v := range k.Values {
 			if v == k.Default {
@@ -337,7 +424,13 @@ func TestFA8HPlanC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		configs := s.ValidConfigs()
+		vt := fa8hProblem(d, false)
+		vt.VTransposed = true
+		st, err := FA8HSpace(vt, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs := append(s.ValidConfigs(), st.ValidConfigs()...)
 		src, err := FA8HPlanC("tp", configs, d)
 		if err != nil {
 			t.Fatal(err)
@@ -356,7 +449,7 @@ func TestFA8HPlanC(t *testing.T) {
 // FA8HPlan.
 func fa8hPlanLine(ci int, c space.Config, s space.Shape, sms, compiledD int) string {
 	return planLine(ci, s, sms, compiledD, func() (Plan, error) { return FA8HPlan(c, s, Target{SMs: sms}) }, func(p Plan) string {
-		fwd, vt := p.Launches[len(p.Launches)-1], Launch{} // v_smem=1: no transpose, zeros
+		fwd, vt := p.Launches[len(p.Launches)-1], Launch{} // v_smem=1, v_given=1: no transpose, zeros
 		if len(p.Launches) == 2 {
 			vt = p.Launches[0]
 		}

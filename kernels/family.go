@@ -29,6 +29,9 @@ type Family struct {
 	Dtypes []string
 	// Archs are the nvcc architectures its kernels build for.
 	Archs []string
+	// VTransposed says its fp8 kernels can read V as the caller gives it
+	// transposed (space.Problem.VTransposed).
+	VTransposed bool
 	// Source returns its embedded source files; Source.Name is the file
 	// nvcc compiles.
 	Source func() Source
@@ -107,6 +110,9 @@ func (f Family) SpaceFor(p space.Problem, t Target) (*space.Space, error) {
 	}
 	if !slices.Contains(f.Dtypes, p.Dtype) {
 		return nil, fmt.Errorf("%s space: dtype %q: the family has %s", f.Name, p.Dtype, strings.Join(f.Dtypes, ", "))
+	}
+	if p.VTransposed && !f.VTransposed {
+		return nil, fmt.Errorf("%s space: the family reads V as it is, not transposed", f.Name)
 	}
 	return f.Space(p, t)
 }

@@ -42,7 +42,10 @@ type Request struct {
 	Dtype    string      `json:"dtype,omitempty"`     // "fp16", "bf16", "fp8" or "int8"
 	OutDtype string      `json:"out_dtype,omitempty"` // fp8's and int8's output, "fp16" (default) or "bf16"
 	Causal   bool        `json:"causal,omitempty"`
-	Scale    float64     `json:"scale,omitempty"` // softmax scale; 0 means 1/sqrt(D)
+	// VTransposed (fp8): the kernel reads V as V^T [B, H, D, Sp], Sp the
+	// keys rounded up to 16 and the keys beyond S zero (space.Problem).
+	VTransposed bool    `json:"v_transposed,omitempty"`
+	Scale       float64 `json:"scale,omitempty"` // softmax scale; 0 means 1/sqrt(D)
 
 	// check
 	Seed       uint64  `json:"seed,omitempty"`

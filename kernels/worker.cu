@@ -16,7 +16,10 @@
 // with two fp32 references: one on the dequantised inputs (what the kernel
 // could have computed exactly; the gate's atol/rtol and error measures) and
 // one on the unquantised inputs (end to end: cosine similarity, relative L1
-// and max abs error).
+// and max abs error). With v_transposed the kernel reads V as V^T
+// [b, h, d, sp], sp = s rounded up to 16 and the keys from s to sp zero (a
+// caller's quantisation pass writes it so at no cost); the references read V
+// as it was.
 //
 // int8 (dtype "int8"): the same, with symmetric INT8 bytes and fine scales:
 // each row (token) of Q and K is quantised by its own amax, each column of V
@@ -562,8 +565,13 @@ struct Request {
     double minSampleUs = 200;
     bool noRotate = false;
     bool eager = false;
+    bool vTransposed = false;  // fp8: the kernel reads V^T [b, h, d, sp] (sp: s rounded up to 16, keys >= s zero)
 
     size_t elems() const { return static_cast<size_t>(b) * h * s * d; }
+    // vPad is V^T's key stride: s rounded up to 16.
+    int vPad() const { return (s + 15) / 16 * 16; }
+    // vElems is the elements of V as the kernel reads it.
+    size_t vElems() const { return vTransposed ? static_cast<size_t>(b) * h * d * vPad() : elems(); }
     size_t inElemBytes() const { return quantized(dtype) ? 1 : 2; }
     float softmaxScale() const { return scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(d)); }
 };
@@ -675,6 +683,9 @@ Request parseRequest(const Json& j) {
     if (r.minSampleUs > 1e6) throw BadRequest(format("field min_sample_us: %g is over one second", r.minSampleUs));
     r.noRotate = getBool(j, "no_rotate");
     r.eager = getBool(j, "eager");
+    r.vTransposed = getBool(j, "v_transposed");
+    if (r.vTransposed && r.dtype != Dtype::FP8)
+        throw BadRequest(format("field v_transposed: only fp8 takes V transposed, not %s", dtypeName(r.dtype)));
     return r;
 }
 
@@ -751,6 +762,18 @@ __global__ void absMax(const float* x, size_t n, unsigned int* bits) {
     for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) m = fmaxf(m, fabsf(x[i]));
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
     if ((threadIdx.x & 31) == 0) atomicMax(bits, __float_as_uint(m));
+}
+
+// transposeBytes writes V^T: vt[h][c][k] = v[h][k][c] for the s keys of
+// each of heads heads, and zero for the keys from s to sp (what a caller
+// who gives V transposed provides: whole 16-byte rows, padding finite).
+__global__ void transposeBytes(const uint8_t* v, uint8_t* vt, size_t heads, int s, int sp, int d) {
+    size_t n = heads * d * sp, stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+        const int k = static_cast<int>(i % sp), c = static_cast<int>(i / sp % d);
+        const size_t hd = i / (static_cast<size_t>(sp) * d);
+        vt[i] = k < s ? v[(hd * s + k) * d + c] : 0;
+    }
 }
 
 // quantizeE4M3 writes out[i] = E4M3(x[i] / scale).
@@ -1044,6 +1067,7 @@ struct InputScales {
 struct CaseData {
     std::string key;
     DeviceBuffer q, k, v, ref;
+    DeviceBuffer vt;  // fp8 with v_transposed: V^T, what the kernel reads (v is the reference's)
     // fp8 and int8: the reference on the unquantised inputs.
     DeviceBuffer refRaw;
     // int8: the row (Q, K) and column (V) scales that scales points into.
@@ -1053,15 +1077,15 @@ struct CaseData {
     // or column (V) scale of each tensor.
     float qs = 1, ks = 1, vs = 1;
     size_t bytes() const {
-        return q.size() + k.size() + v.size() + ref.size() + refRaw.size() + qRowScale.size() + kRowScale.size() +
+        return q.size() + k.size() + v.size() + vt.size() + ref.size() + refRaw.size() + qRowScale.size() + kRowScale.size() +
                vColScale.size();
     }
 };
 
 std::string caseKey(const Request& r) {
-    return format("%dx%dx%dx%d/%s/%d/%.9g/%llu/%.9g/%d", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.causal ? 1 : 0,
+    return format("%dx%dx%dx%d/%s/%d/%.9g/%llu/%.9g/%d/%d", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.causal ? 1 : 0,
                   static_cast<double>(r.softmaxScale()), static_cast<unsigned long long>(r.seed), r.inputScale,
-                  r.normal ? 1 : 0);
+                  r.normal ? 1 : 0, r.vTransposed ? 1 : 0);
 }
 
 // Tensor tags keep Q, K and V streams apart for one seed.
@@ -1508,7 +1532,7 @@ private:
     void runOnce(const Request& r, const std::vector<CUfunction>& fns, CaseData& cd, size_t outBytes) {
         RT(cudaMemsetAsync(out_.get(), 0xFF, outBytes, stream_));
         if (r.workspaceBytes > 0) RT(cudaMemsetAsync(workspace_.get(), 0xFF, static_cast<size_t>(r.workspaceBytes), stream_));
-        SdpaParams p = params(r, cd.q.get(), cd.k.get(), cd.v.get(), out_.get(), cd.scales);
+        SdpaParams p = params(r, cd.q.get(), cd.k.get(), r.vTransposed ? cd.vt.get() : cd.v.get(), out_.get(), cd.scales);
         launchPlan(r, fns, p);
         checkCu(cuStreamSynchronize(cuStream()), "cuStreamSynchronize(after the candidate's launches)");
     }
@@ -1524,11 +1548,14 @@ private:
     // directly; int8 timing inputs are bytes of U(-127 scale, 127 scale)
     // rounded and clamped to [-127, 127], so that with scale 1 they spread
     // over the whole int8 range (prepareTimeSets gives them scales 1/127).
-    void fillInputs(Dtype dt, void* q, void* k, void* v, size_t n, uint64_t seed, float scale, bool normal = false) {
+    // nv, where not 0, is V's count (fp8's V^T with its padding keys,
+    // filled like the others: finite, and masked by the kernel).
+    void fillInputs(Dtype dt, void* q, void* k, void* v, size_t n, uint64_t seed, float scale, bool normal = false,
+                    size_t nv = 0) {
         if (dt == Dtype::FP8) {
             fill(static_cast<__nv_fp8_e4m3*>(q), n, tensorKey(seed, kTagQ), scale, normal);
             fill(static_cast<__nv_fp8_e4m3*>(k), n, tensorKey(seed, kTagK), scale, normal);
-            fill(static_cast<__nv_fp8_e4m3*>(v), n, tensorKey(seed, kTagV), scale, normal);
+            fill(static_cast<__nv_fp8_e4m3*>(v), nv != 0 ? nv : n, tensorKey(seed, kTagV), scale, normal);
         } else if (dt == Dtype::INT8) {
             fill(static_cast<int8_t*>(q), n, tensorKey(seed, kTagQ), 127.0f * scale, normal);
             fill(static_cast<int8_t*>(k), n, tensorKey(seed, kTagK), 127.0f * scale, normal);
@@ -1616,7 +1643,7 @@ private:
         if (smem > 48 * 1024) throw BadRequest(format("head dimension %d is too large for the reference", r.d));
         // Evict least recently used cases beyond a budget of 1 GiB or 64 cases
         // (fp8 checks up to 7 shapes x 3 input scales x 3 seeds = 63).
-        size_t need = n * r.inElemBytes() * 3 + n * 4 * (quantized(r.dtype) ? 2 : 1);
+        size_t need = n * r.inElemBytes() * 3 + n * 4 * (quantized(r.dtype) ? 2 : 1) + (r.vTransposed ? r.vElems() : 0);
         if (r.dtype == Dtype::INT8) need += (2 * rows + heads * r.d) * sizeof(float);
         size_t total = need;
         for (const CaseData& c : cases_) total += c.bytes();
@@ -1660,6 +1687,12 @@ private:
                 r.d, scale, r.causal, cd.qs, cd.ks, cd.vs);
             RT(cudaGetLastError());
             referenceF32(rawQ, rawK, rawV, cd.refRaw);
+            if (r.vTransposed) {
+                cd.vt.allocate(r.vElems(), "check V^T");
+                transposeBytes<<<gridFor(r.vElems(), 256), 256, 0, stream_>>>(cd.v.get<uint8_t>(), cd.vt.get<uint8_t>(), heads, r.s,
+                                                                               r.vPad(), r.d);
+                RT(cudaGetLastError());
+            }
         } else if (r.dtype == Dtype::INT8) {
             cd.qRowScale.allocate(rows * sizeof(float), "int8 Q row scales");
             cd.kRowScale.allocate(rows * sizeof(float), "int8 K row scales");
@@ -1705,9 +1738,11 @@ private:
     // of the traffic.
     void prepareTimeSets(const Request& r) {
         size_t n = r.elems();
-        size_t tensor = (n * r.inElemBytes() + 255) / 256 * 256;
+        // Every tensor of a set takes the largest one's room (V^T's padded keys).
+        size_t tensor = (std::max(n, r.vElems()) * r.inElemBytes() + 255) / 256 * 256;
         size_t setBytes = 3 * tensor + (n * 2 + 255) / 256 * 256;
-        std::string key = format("%dx%dx%dx%d/%s/%d", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.noRotate ? 1 : 0);
+        std::string key = format("%dx%dx%dx%d/%s/%d/%d", r.b, r.h, r.s, r.d, dtypeName(r.dtype), r.noRotate ? 1 : 0,
+                                 r.vTransposed ? 1 : 0);
         if (key == timeKey_) return;
         timeKey_.clear();
         timeBuf_.release();
@@ -1724,7 +1759,7 @@ private:
         timeBuf_.allocate(sets * setBytes, "timing input sets");
         for (size_t i = 0; i < sets; i++) {
             char* base = timeBuf_.get<char>() + i * setBytes;
-            fillInputs(r.dtype, base, base + tensor, base + 2 * tensor, n, 0x7157ull + i, 1.0f);
+            fillInputs(r.dtype, base, base + tensor, base + 2 * tensor, n, 0x7157ull + i, 1.0f, false, r.vElems());
             RT(cudaMemsetAsync(base + 3 * tensor, 0, n * 2, stream_));
         }
         if (r.dtype == Dtype::INT8) {

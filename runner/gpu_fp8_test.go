@@ -22,8 +22,8 @@ func TestDeviceFP8(t *testing.T) {
 	}
 	n := devSweepN()
 	devOneByteSweep(t, e, "fp8", []devOneByteVariant{
-		{"d64-fp8", "1x8x512x64", "fp16", false, n},
-		{"d64-fp8-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1)},
-		{"d128-fp8", "1x3x77x128", "fp16", false, max(n/4, 1)},
+		{"d64-fp8", "1x8x512x64", "fp16", false, n, false},
+		{"d64-fp8-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1), false},
+		{"d128-fp8", "1x3x77x128", "fp16", false, max(n/4, 1), false},
 	})
 }

@@ -19,7 +19,8 @@ import (
 
 // TestDeviceHopper checks the sdpa-hopper family on an sm_90 GPU as the
 // pipeline would: a sample of configs covering every knob value at D=64,
-// D=64 causal with bf16 output and D=128, each compiled for sm_90a, refused
+// D=64 causal with bf16 output and D=128, and V given transposed at D=64 and
+// at D=128 causal, each compiled for sm_90a, refused
 // at the ptxas gate when it spills (as a tune refuses it: no GPU time), and
 // the rest through every fp8 check case (input scales 1, 4 and 16; S = 1,
 // 77, 500, 512, 4096 and the problem's; three seeds and softmax scales),
@@ -45,9 +46,12 @@ func TestDeviceHopper(t *testing.T) {
 	gate := DefaultGateLimits(e.target.SharedPerBlock)
 	n := devSweepN()
 	variants := []devOneByteVariant{
-		{"d64", "1x8x512x64", "fp16", false, n},
-		{"d64-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1)},
-		{"d128", "1x3x77x128", "fp16", false, max(n/4, 1)},
+		{"d64", "1x8x512x64", "fp16", false, n, false},
+		{"d64-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1), false},
+		{"d128", "1x3x77x128", "fp16", false, max(n/4, 1), false},
+		// V given transposed: the worker lays out V^T as a caller would.
+		{"d64-vt", "1x8x512x64", "fp16", false, max(n/2, 1), true},
+		{"d128-causal-vt", "1x3x77x128", "fp16", true, max(n/2, 1), true},
 	}
 	records := e.devSweep(t, e.poolFor(t, fam.Source()), fam, "fp8", variants, devHopperSample, &gate)
 

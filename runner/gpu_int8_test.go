@@ -15,9 +15,9 @@ func TestDeviceInt8(t *testing.T) {
 	e := devSetup(t)
 	n := devSweepN()
 	records := devOneByteSweep(t, e, "int8", []devOneByteVariant{
-		{"d64-int8", "1x8x512x64", "fp16", false, n},
-		{"d64-int8-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1)},
-		{"d128-int8", "1x3x77x128", "fp16", false, max(n/4, 1)},
+		{"d64-int8", "1x8x512x64", "fp16", false, n, false},
+		{"d64-int8-causal-bf16out", "1x4x300x64", "bf16", true, max(n/4, 1), false},
+		{"d128-int8", "1x3x77x128", "fp16", false, max(n/4, 1), false},
 	})
 	passed := map[string]bool{}
 	for _, r := range records {

@@ -57,6 +57,7 @@ type devOneByteVariant struct {
 	out    string
 	causal bool
 	n      int
+	vt     bool // fp8: V given transposed (space.Problem.VTransposed)
 }
 
 // devOneByteSweep runs a sample of configs covering every knob value of
@@ -194,7 +195,7 @@ func devOneByteSweep(t *testing.T, e *devEnv, dtype string, variants []devOneByt
 // case the worker cannot run; an accuracy failure is recorded and the other
 // cases still run (their worst errors are reported).
 func (e *devEnv) devRunCases(ctx context.Context, rec *devOneByteRecord, cubin string, cases []CheckCase,
-	plan func(space.Shape) (kernels.Plan, error), dtype, out string, causal bool, tol kernels.Tolerance) {
+	plan func(space.Shape) (kernels.Plan, error), prob space.Problem, tol kernels.Tolerance) {
 	for _, cs := range cases {
 		pl, err := plan(cs.Shape)
 		if err != nil {
@@ -206,7 +207,7 @@ func (e *devEnv) devRunCases(ctx context.Context, rec *devOneByteRecord, cubin s
 			tl.E2ECos, tl.E2ERelL1 = 0, 0
 		}
 		resp, err := e.worker.Do(ctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin, Plan: pl, Shape: cs.Shape,
-			Dtype: dtype, OutDtype: out, Causal: causal, Scale: cs.SoftmaxScale, Seed: cs.Seed,
+			Dtype: prob.Dtype, OutDtype: prob.OutDtype, Causal: prob.Causal, VTransposed: prob.VTransposed, Scale: cs.SoftmaxScale, Seed: cs.Seed,
 			InputScale: cs.InputScale, Atol: tl.Atol, Rtol: tl.Rtol}, 2*time.Minute)
 		if err == nil && resp.Error != "" {
 			err = fmt.Errorf("%s", resp.Error)
@@ -254,7 +255,7 @@ func (e *devEnv) devSweep(t *testing.T, pool *CompilePool, fam kernels.Family, d
 	g, gctx := errgroup.WithContext(context.Background())
 	g.SetLimit(runtime.NumCPU())
 	for _, v := range variants {
-		prob := space.Problem{Family: fam.Name, Shapes: []space.Shape{devShape(t, v.shape)}, Dtype: dtype, OutDtype: v.out, Causal: v.causal}
+		prob := space.Problem{Family: fam.Name, Shapes: []space.Shape{devShape(t, v.shape)}, Dtype: dtype, OutDtype: v.out, Causal: v.causal, VTransposed: v.vt}
 		sp, err := fam.SpaceFor(prob, e.target)
 		if err != nil {
 			t.Fatal(err)
@@ -292,7 +293,7 @@ func (e *devEnv) devSweep(t *testing.T, pool *CompilePool, fam kernels.Family, d
 					}
 				}
 				e.devRunCases(gctx, &rec, cubin.Path, cases, func(s space.Shape) (kernels.Plan, error) { return fam.Plan(c, s, e.target) },
-					dtype, v.out, v.causal, tol)
+					prob, tol)
 				return nil
 			})
 		}

@@ -397,7 +397,7 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 		tol := scaledTolerance(p.tolerance, cs.InputScale)
 		req := kernels.Request{
 			Op: kernels.OpCheck, Cubin: cubin, Plan: plans[cs.Shape], Shape: cs.Shape,
-			Dtype: p.o.Problem.Dtype, OutDtype: p.o.Problem.OutDtype, Causal: p.o.Problem.Causal,
+			Dtype: p.o.Problem.Dtype, OutDtype: p.o.Problem.OutDtype, Causal: p.o.Problem.Causal, VTransposed: p.o.Problem.VTransposed,
 			Scale: cs.SoftmaxScale, Seed: cs.Seed, InputScale: cs.InputScale, Atol: tol.Atol, Rtol: tol.Rtol,
 		}
 		resp, err := gpu.Device.Do(ctx, req, p.o.CheckTimeout)
@@ -502,7 +502,7 @@ func (p *Pipeline) time(ctx context.Context, r *space.Result, gpu GPU, cubin str
 func (p *Pipeline) timeShape(ctx context.Context, gpu GPU, cubin string, plan kernels.Plan, s space.Shape) (space.Timing, space.Status, string) {
 	req := kernels.Request{
 		Op: kernels.OpTime, Cubin: cubin, Plan: plan, Shape: s,
-		Dtype: p.o.Problem.Dtype, Causal: p.o.Problem.Causal,
+		Dtype: p.o.Problem.Dtype, Causal: p.o.Problem.Causal, VTransposed: p.o.Problem.VTransposed,
 		Warmup: p.o.Timing.Warmup, Samples: p.o.Timing.Samples,
 		MinSampleUS: p.o.Timing.MinSampleUS, NoRotate: p.o.Timing.NoRotate,
 	}

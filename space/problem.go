@@ -60,6 +60,12 @@ type Problem struct {
 	// OutDtype is the output dtype of a quantised dtype (fp8, int8): "" or
 	// "fp16", or "bf16".
 	OutDtype string `json:"out_dtype,omitempty"`
+	// VTransposed (fp8) says the caller gives V as V^T, [B, H, D, Sp] with
+	// Sp the keys rounded up to 16 and the keys beyond S zero, as the
+	// quantisation pass that makes fp8 inputs can write it at no cost; the
+	// kernel then reads it as the mma's K-major operand without
+	// transposing. Only a family that declares it takes it.
+	VTransposed bool `json:"v_transposed,omitempty"`
 }
 
 // Dtypes lists the element types a problem may name, in the order help
@@ -95,7 +101,7 @@ const KernelTunerFamilyPrefix = "kernel_tuner/"
 // Validate checks the problem's own consistency.
 func (p Problem) Validate() error {
 	if strings.HasPrefix(p.Family, KernelTunerFamilyPrefix) {
-		if len(p.Shapes) != 0 || p.Dtype != "" || p.Causal || p.OutDtype != "" {
+		if len(p.Shapes) != 0 || p.Dtype != "" || p.Causal || p.OutDtype != "" || p.VTransposed {
 			return fmt.Errorf("problem %s: a Kernel Tuner space takes no shape, dtype or causal flag", p.Family)
 		}
 		return nil
@@ -112,6 +118,9 @@ func (p Problem) Validate() error {
 		return fmt.Errorf("output dtype %q: %s writes fp16 or bf16", p.OutDtype, p.Dtype)
 	default:
 		return fmt.Errorf("output dtype %q: only fp8 and int8 take one (%s writes %s)", p.OutDtype, p.Dtype, p.Dtype)
+	}
+	if p.VTransposed && p.Dtype != "fp8" {
+		return fmt.Errorf("V transposed: only fp8 takes V transposed, not %s", p.Dtype)
 	}
 	if len(p.Weights) != 0 && len(p.Weights) != len(p.Shapes) {
 		return fmt.Errorf("%d weights for %d shapes", len(p.Weights), len(p.Shapes))

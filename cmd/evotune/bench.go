@@ -30,6 +30,9 @@ type benchOptions struct {
 	Family  string // of --config without --archive
 	// OutDtype is fp8's or int8's output type ("" is fp16).
 	OutDtype string
+	// VTransposed: --config's fp8 V comes transposed (with --archive, the
+	// archive's problem says).
+	VTransposed bool
 	// Baseline is an archive of another dtype (our best fp16, beside an
 	// fp8 or int8 archive) whose best is timed on every shape in the same run.
 	Baseline string
@@ -174,6 +177,7 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	fs.StringSliceVar(&opts.Shapes, "shapes", opts.Shapes, "comma-separated shapes `BxHxSxD[:causal]` (with --archive, default the archive's shapes and mask)")
 	fs.StringVar(&opts.Dtype, "dtype", opts.Dtype, "element type: "+space.DtypeList()+" (with --archive, default the archive's; PyTorch is timed in the output type beside fp8 and int8)")
 	fs.StringVar(&opts.OutDtype, "out-dtype", opts.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
+	fs.BoolVar(&opts.VTransposed, "v-transposed", opts.VTransposed, vTransposedUsage+" (--config without --archive; an archive says)")
 	fs.StringVar(&opts.Family, "family", opts.Family, "kernel family of --config: "+strings.Join(kernels.FamilyNames(), ", ")+" (with --archive, the archive's)")
 	fs.StringVar(&opts.Baseline, "baseline-archive", opts.Baseline, "archive `directory` of another dtype (e.g. our best fp16 beside fp8 or int8) whose best is timed on every shape too")
 	fs.StringVar(&opts.Out, "out", opts.Out, "`directory` for bench.md and bench.json")
@@ -207,7 +211,15 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	if opts.Family != "" && opts.Archive != "" {
 		return usagef("bench", "--family: the archive names its family")
 	}
-	tunedFor := space.Problem{Family: cmp.Or(opts.Family, kernels.DefaultFamily), Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype}
+	if opts.VTransposed && opts.Archive != "" {
+		return usagef("bench", "--v-transposed: the archive's problem says how V comes")
+	}
+	if fam, err := kernels.FamilyOf(opts.Family); err == nil {
+		if err := checkVTransposed("bench", fam, opts.Dtype, opts.VTransposed); err != nil {
+			return err
+		}
+	}
+	tunedFor := space.Problem{Family: cmp.Or(opts.Family, kernels.DefaultFamily), Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype, VTransposed: opts.VTransposed}
 	var best space.Config
 	bestKey := ""
 	if opts.Archive != "" {

@@ -237,6 +237,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--shapes", "1x8x512x64:masked"}, "the only suffix is :causal"},
 		{[]string{"--dtype", "fp4"}, "--dtype"},
 		{[]string{"--dtype", "bf16", "--out-dtype", "bf16"}, "--out-dtype"},
+		{[]string{"--config", "block_m=64", "--dtype", "int8", "--v-transposed"}, "--v-transposed: only --dtype fp8"},
+		{[]string{"--archive", "testdata/archive", "--torch-script", script, "--dtype", "fp8", "--v-transposed"}, "--v-transposed: the archive's problem says"},
 		{[]string{"--archive", "testdata/archive", "--torch-script", script, "--baseline-archive", "nowhere"}, "--baseline-archive"},
 		{[]string{"--archive", "testdata/archive", "--torch-script", "nowhere.py"}, "--torch-script"},
 		{[]string{"--archive", "testdata/archive", "--torch-script", script, "--config", "nosuchknob=1"}, "--config"},

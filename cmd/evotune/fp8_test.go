@@ -27,6 +27,18 @@ func TestFP8Problem(t *testing.T) {
 			t.Errorf("the fp8 space listing does not name its knob %s", knob)
 		}
 	}
+	// V given transposed: sdpa-hopper's space has the one-value v_given
+	// in place of v_smem, and no fewer configs (v_smem=1's are gone, one
+	// v_given value stands in for v_smem=0).
+	hopper := []string{"space", "--family", "sdpa-hopper", "--dtype", "fp8", "--shape", "4x16x2048x64"}
+	rowsListing, _, _ := runCLI(t, hopper...)
+	vtListing, stderr, code := runCLI(t, append(hopper, "--v-transposed")...)
+	if code != 0 || !strings.Contains(vtListing, "FA8H_V_GIVEN") || strings.Contains(vtListing, "FA8H_V_SMEM") || !strings.Contains(rowsListing, "FA8H_V_SMEM") {
+		t.Errorf("space --v-transposed: exit %d (%s); want v_given listed in place of v_smem:\n%s", code, stderr, vtListing)
+	}
+	if rows, vt := spaceCount(t, hopper[1:]...), spaceCount(t, append(hopper[1:], "--v-transposed")...); vt <= 0 || vt >= rows {
+		t.Errorf("sdpa-hopper space: %d configs with V transposed, %d with V as it is; want fewer but some", vt, rows)
+	}
 	fp16Listing, _, _ := runCLI(t, "space")
 	if strings.Contains(fp16Listing, "pv_fp8") {
 		t.Errorf("the fp16 space lists fp8's knob pv_fp8")
@@ -41,6 +53,8 @@ func TestFP8Problem(t *testing.T) {
 		{[]string{"space", "--dtype", "fp4"}, `evotune: space: --dtype "fp4": want fp16, bf16, fp8 or int8`},
 		{[]string{"space", "--out-dtype", "bf16"}, "evotune: space: --out-dtype bf16: only --dtype fp8 and int8 take one (fp16 writes fp16)"},
 		{[]string{"check", "--dtype", "fp8", "--out-dtype", "fp32"}, `evotune: check: --out-dtype "fp32": want fp16 or bf16`},
+		{[]string{"space", "--v-transposed"}, "evotune: space: --v-transposed: only --dtype fp8 takes V transposed, not fp16"},
+		{[]string{"tune", "--dtype", "fp8", "--v-transposed"}, "evotune: tune: --v-transposed: the sdpa family reads V as it is; --family sdpa-hopper takes it transposed"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -23,6 +23,8 @@ type problemFlags struct {
 	Dtype    string
 	OutDtype string // fp8's and int8's output: fp16 (the default) or bf16
 	Causal   bool
+	// VTransposed: fp8's V comes transposed from the caller (space.Problem).
+	VTransposed bool
 }
 
 // defaultProblem is the mission shape: one batch of eight heads, 512 keys,
@@ -43,6 +45,7 @@ func (p *problemFlags) register(fs *pflag.FlagSet, multi bool) {
 		" or newer; int8: INT8 inputs with per-row Q and K and per-column V scales)")
 	fs.StringVar(&p.OutDtype, "out-dtype", p.OutDtype, "output type of --dtype fp8 or int8: fp16 or bf16 (default fp16)")
 	fs.BoolVar(&p.Causal, "causal", p.Causal, "apply a causal mask")
+	fs.BoolVar(&p.VTransposed, "v-transposed", p.VTransposed, vTransposedUsage)
 	fs.StringVar(&p.Family, "family", p.Family, "kernel family: "+strings.Join(kernels.FamilyNames(), ", ")+
 		" (default "+kernels.DefaultFamily+"; sdpa-hopper: fp8 on wgmma, sm_90 only)")
 }
@@ -61,7 +64,10 @@ func (p problemFlags) problem(cmd string) (space.Problem, error) {
 	if !slices.Contains(family.Dtypes, p.Dtype) {
 		return space.Problem{}, usagef(cmd, "--dtype %s: the %s family takes %s", p.Dtype, family.Name, strings.Join(family.Dtypes, ", "))
 	}
-	prob := space.Problem{Family: family.Name, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal}
+	if err := checkVTransposed(cmd, family, p.Dtype, p.VTransposed); err != nil {
+		return space.Problem{}, err
+	}
+	prob := space.Problem{Family: family.Name, Dtype: p.Dtype, OutDtype: outDtype, Causal: p.Causal, VTransposed: p.VTransposed}
 	// A repeated flag replaces the default rather than adding to it.
 	shapes := p.Shapes
 	if len(shapes) == 0 {
@@ -104,6 +110,30 @@ func checkToolchain(ctx context.Context, cmd, nvccFlag string, prob space.Proble
 	}
 	if err := family.CheckNVCC(prob.Dtype, nvcc.Version); err != nil {
 		return fmt.Errorf("%s: %w (%s; pass --nvcc or set CUDA_HOME)", cmd, err, nvcc.Path)
+	}
+	return nil
+}
+
+// vTransposedUsage is --v-transposed's help.
+const vTransposedUsage = "fp8 with --family sdpa-hopper: V comes transposed, [B, H, D, S rounded up to 16] with the keys beyond S zero " +
+	"(the quantisation pass that makes fp8 inputs writes it so at no cost), so the kernel reads it without a transpose"
+
+// checkVTransposed refuses --v-transposed where the dtype or the family
+// reads V as it is.
+func checkVTransposed(cmd string, family kernels.Family, dtype string, vTransposed bool) error {
+	switch {
+	case !vTransposed:
+		return nil
+	case dtype != "fp8":
+		return usagef(cmd, "--v-transposed: only --dtype fp8 takes V transposed, not %s", dtype)
+	case !family.VTransposed:
+		var takers []string
+		for _, name := range kernels.FamilyNames() {
+			if f, err := kernels.FamilyOf(name); err == nil && f.VTransposed {
+				takers = append(takers, name)
+			}
+		}
+		return usagef(cmd, "--v-transposed: the %s family reads V as it is; --family %s takes it transposed", family.Name, strings.Join(takers, " or "))
 	}
 	return nil
 }

@@ -110,7 +110,7 @@ func runTune(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	prob, _ := opts.problem.problem("tune") // validated above
-	problemSet := fs.Changed("shape") || fs.Changed("dtype") || fs.Changed("out-dtype") || fs.Changed("causal")
+	problemSet := fs.Changed("shape") || fs.Changed("dtype") || fs.Changed("out-dtype") || fs.Changed("causal") || fs.Changed("v-transposed")
 
 	var b backend
 	var err error

@@ -40,6 +40,9 @@ func Problem(p space.Problem) string {
 	if p.Causal {
 		line += " causal"
 	}
+	if p.VTransposed {
+		line += " V^T"
+	}
 	return line
 }
 

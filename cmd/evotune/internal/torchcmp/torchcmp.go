@@ -80,9 +80,11 @@ type GPU interface {
 }
 
 // Row times the best config (when it was compiled for this shape's head
-// dimension and dtype) and the family default on one shape.
+// dimension and dtype) and the family default on one shape, with V as
+// tunedFor's fp8 takes it.
 func Row(ctx context.Context, gpu GPU, s Shape, dtype, outDtype string, best space.Config, tunedFor space.Problem) (elites.BenchRow, error) {
-	prob := space.Problem{Family: cmp.Or(tunedFor.Family, kernels.DefaultFamily), Shapes: []space.Shape{s.Shape}, Dtype: dtype, OutDtype: outDtype, Causal: s.Causal}
+	prob := space.Problem{Family: cmp.Or(tunedFor.Family, kernels.DefaultFamily), Shapes: []space.Shape{s.Shape}, Dtype: dtype, OutDtype: outDtype, Causal: s.Causal,
+		VTransposed: tunedFor.VTransposed && dtype == "fp8"}
 	row := elites.BenchRow{Shape: s.Shape.String(), Causal: s.Causal, Source: "best"}
 	sp, err := gpu.Space(prob)
 	if err != nil {
@@ -140,7 +142,8 @@ func AddBaseline(ctx context.Context, gpu GPU, row *elites.BenchRow, s Shape, b 
 }
 
 func baselineMeasure(ctx context.Context, gpu GPU, s Shape, b Baseline) *elites.BenchMeasure {
-	prob := space.Problem{Family: cmp.Or(b.Problem.Family, kernels.DefaultFamily), Shapes: []space.Shape{s.Shape}, Dtype: b.Problem.Dtype, OutDtype: b.Problem.OutDtype, Causal: s.Causal}
+	prob := space.Problem{Family: cmp.Or(b.Problem.Family, kernels.DefaultFamily), Shapes: []space.Shape{s.Shape}, Dtype: b.Problem.Dtype, OutDtype: b.Problem.OutDtype, Causal: s.Causal,
+		VTransposed: b.Problem.VTransposed}
 	sp, err := gpu.Space(prob)
 	if err != nil {
 		return &elites.BenchMeasure{Status: space.StatusConstraint, Reason: err.Error()}
@@ -293,6 +296,9 @@ func Markdown(rep elites.Bench) string {
 	if space.Quantized(rep.Dtype) {
 		fmt.Fprintf(&b, "- PyTorch is timed in %s (its flash and cuDNN backends take no %s); e2e is ours against fp32 attention on the unquantised inputs, worst check case at input scale 1 (cosine / relative L1)\n",
 			Dtype(rep.Dtype, rep.TunedFor.OutDtype), rep.Dtype)
+	}
+	if rep.TunedFor.VTransposed && rep.Dtype == "fp8" {
+		fmt.Fprintf(&b, "- V^T: ours reads V given transposed ([B, H, D, S rounded up to 16], as the quantisation pass to fp8 writes it), so no transpose is timed; PyTorch reads V as it is\n")
 	}
 	fmt.Fprintf(&b, "- method: %s; µs per call, median of the samples of a CUDA graph of many calls (graph) or of batches of plain launches "+
 		"between events (eager), inputs rotated over sets larger than twice the L2, ours and PyTorch alike; PyTorch cells are graph / eager; "+
