@@ -14,6 +14,10 @@
 
 #include "attention_launch.h"
 
+#ifndef ATTENTION_V_TRANSPOSED  // bundles exported before V could come transposed
+#define ATTENTION_V_TRANSPOSED 0
+#endif
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #if ATTENTION_FP8
@@ -160,12 +164,22 @@ Outcome run(Shape sh, double scale, int iters) {
         for (size_t i = 0; i < n; ++i)
             encode(x[i], ATTENTION_INT8 ? fine[t][fine_index(t, i)] : scales[t], &host[t][i * elem_bytes()], &vals[t][i]);
     }
+    if (ATTENTION_V_TRANSPOSED) {
+        // The bundle takes V^T: [b, h, D, sp], sp = s rounded up to 16, the
+        // padding keys zero (a main build's quantisation pass writes it so).
+        const size_t sp = (size_t(sh.s) + 15) / 16 * 16, heads = size_t(sh.b) * sh.h;
+        std::vector<uint8_t> vt(heads * D * sp, 0);
+        for (size_t bh = 0; bh < heads; ++bh)
+            for (int key = 0; key < sh.s; ++key)
+                for (int e = 0; e < D; ++e) vt[(bh * D + e) * sp + key] = host[2][(bh * sh.s + key) * D + e];
+        host[2] = std::move(vt);
+    }
     void* dev[3];
     void* out = nullptr;
     float* dev_fine[3] = {};
     for (int t = 0; t < 3; ++t) {
-        CHECK_CUDA(cudaMalloc(&dev[t], bytes));
-        CHECK_CUDA(cudaMemcpy(dev[t], host[t].data(), bytes, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMalloc(&dev[t], host[t].size()));
+        CHECK_CUDA(cudaMemcpy(dev[t], host[t].data(), host[t].size(), cudaMemcpyHostToDevice));
         if (ATTENTION_INT8) {
             CHECK_CUDA(cudaMalloc(&dev_fine[t], fine[t].size() * sizeof(float)));
             CHECK_CUDA(cudaMemcpy(dev_fine[t], fine[t].data(), fine[t].size() * sizeof(float), cudaMemcpyHostToDevice));

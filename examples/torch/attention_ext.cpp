@@ -8,6 +8,10 @@
 
 #include "attention_launch.h"
 
+#ifndef ATTENTION_V_TRANSPOSED  // bundles exported before V could come transposed
+#define ATTENTION_V_TRANSPOSED 0
+#endif
+
 namespace {
 
 at::ScalarType scalar_type(const char* dtype) {
@@ -26,7 +30,8 @@ void check_scales(const torch::Tensor& t, const char* name, at::IntArrayRef size
 }
 
 // forward computes softmax(scale * q k^T) v for contiguous [b, h, s, d]
-// CUDA tensors of the bundle's dtype; for fp8, q_scale, k_scale and v_scale
+// CUDA tensors of the bundle's dtype (with ATTENTION_V_TRANSPOSED, v is V^T:
+// [b, h, d, s rounded up to 16], the padding keys zero); for fp8, q_scale, k_scale and v_scale
 // dequantise the inputs; for int8, q_row_scale and k_row_scale ([b, h, s])
 // and v_col_scale ([b, h, d]) do.
 torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale, double q_scale,
@@ -36,7 +41,14 @@ torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torc
     for (const torch::Tensor* t : {&q, &k, &v}) {
         TORCH_CHECK(t->is_cuda() && t->is_contiguous() && t->dim() == 4, "attention: want contiguous 4-d CUDA tensors [b, h, s, d]");
         TORCH_CHECK(t->scalar_type() == in, "attention: the bundle takes ", ATTENTION_DTYPE, " inputs, got ", t->scalar_type());
-        TORCH_CHECK(t->sizes() == q.sizes(), "attention: q, k and v must have one shape");
+    }
+    TORCH_CHECK(k.sizes() == q.sizes(), "attention: q and k must have one shape");
+    if (ATTENTION_V_TRANSPOSED) {
+        const int64_t sp = (q.size(2) + 15) / 16 * 16;
+        TORCH_CHECK(v.sizes() == at::IntArrayRef({q.size(0), q.size(1), q.size(3), sp}),
+                    "attention: the bundle takes V transposed, [b, h, d, s rounded up to 16]; got ", v.sizes());
+    } else {
+        TORCH_CHECK(v.sizes() == q.sizes(), "attention: q, k and v must have one shape");
     }
     const c10::cuda::CUDAGuard guard(q.device());
     const int b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
@@ -84,4 +96,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.attr("out_dtype") = ATTENTION_OUT_DTYPE;
     m.attr("head_dim") = ATTENTION_HEAD_DIM;
     m.attr("causal") = bool(ATTENTION_CAUSAL);
+    m.attr("v_transposed") = bool(ATTENTION_V_TRANSPOSED);
 }

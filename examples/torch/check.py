@@ -66,7 +66,7 @@ def quantize_int8(x, dim):
     return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
 
 
-def inputs(shape, dtype, gen):
+def inputs(shape, dtype, gen, v_transposed=False):
     """U(-1, 1) inputs in the bundle's dtype, their fp32 values and the scales: fp8's three floats, or int8's
     per-row Q and K and per-column V scale tensors (keyword arguments of ext.forward)."""
     xs = [torch.rand(shape, device="cuda", generator=gen).mul_(2).sub_(1) for _ in range(3)]
@@ -80,7 +80,13 @@ def inputs(shape, dtype, gen):
         return ins, [t.float() for t in ins], {}
     scales = [max(x.abs().max().item(), 1e-30) / 448.0 for x in xs]
     ins = [(x / s).to(torch.float8_e4m3fn) for x, s in zip(xs, scales)]
-    return ins, [t.float() * s for t, s in zip(ins, scales)], dict(zip(("q_scale", "k_scale", "v_scale"), scales))
+    vals = [t.float() * s for t, s in zip(ins, scales)]
+    if v_transposed:  # V^T [b, h, d, s rounded up to 16], the padding keys zero, as the bundle takes it
+        b, h, s, d = shape
+        vt = torch.zeros((b, h, d, (s + 15) // 16 * 16), dtype=torch.uint8, device="cuda")
+        vt[..., :s] = ins[2].view(torch.uint8).transpose(-1, -2)
+        ins[2] = vt.view(torch.float8_e4m3fn)
+    return ins, vals, dict(zip(("q_scale", "k_scale", "v_scale"), scales))
 
 
 def main():
@@ -110,7 +116,7 @@ def main():
     rows, failed = [], False
     for b, h, s in shapes:
         shape = (b, h, s, d)
-        ins, vals, sc = inputs(shape, dtype, gen)
+        ins, vals, sc = inputs(shape, dtype, gen, ext.v_transposed)
         ours = ext.forward(*ins, scale, **sc).float()
         with sdpa_kernel([SDPBackend.MATH]):
             ref = F.scaled_dot_product_attention(*vals, is_causal=causal, scale=scale)
@@ -123,7 +129,7 @@ def main():
             quantized = dtype in ("fp8", "int8")
             sets = torch_sdpa.input_sets(shape, torch.float16 if quantized else TORCH_DTYPES[dtype], True)
             if quantized:  # PyTorch beside fp8 and int8 in fp16, as evotune bench does; ours in the bundle's dtype
-                ours_sets = [tuple(inputs(shape, dtype, gen)[0]) for _ in sets]
+                ours_sets = [tuple(inputs(shape, dtype, gen, ext.v_transposed)[0]) for _ in sets]
             else:
                 ours_sets = sets
             row["ours_us"], _ = torch_sdpa.time_graph(lambda q, k, v: ext.forward(q, k, v, scale, **sc), ours_sets, args.samples, 200.0)

@@ -5,9 +5,11 @@
 #   devtest  TestDeviceHopper (every variant, V given transposed among them), EVOTUNE_SWEEP_N=${SWEEP_N:-12}
 #   bench    the default config at the three long shapes, V given transposed and V as it is, each beside our tuned
 #            fp16 archive of that shape (results/2026-11-22-h100-retune) and PyTorch's fp16 backends
-#   tune     a short tune (TUNE_BUDGET, default 60s) of 1x8x512x64 with V given transposed, exported and built by
-#            examples/device-check.sh (CMake example and PyTorch extension)
+#   tune     a short tune (TUNE_BUDGET, default 60s) of 1x8x512x64 with V given transposed, benched beside our tuned
+#            fp16 archive (results/2026-11-22-h100-tune300) and PyTorch, exported and built by examples/device-check.sh
+#            (CMake example and PyTorch extension)
 set -u
+export EVOTUNE_COMMIT=${COMMIT:-}
 O=${RESULTS:?set RESULTS}; mkdir -p $O/bench $O/tune; O=$(cd $O && pwd); R=results/2026-11-22-h100-retune
 { date -u +%FT%TZ; echo "commit ${COMMIT:-?}"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; } > $O/env.txt
 for step in "$@"; do
@@ -30,6 +32,8 @@ for step in "$@"; do
   tune)
     bin/evotune tune --family sdpa-hopper --dtype fp8 --v-transposed --shape 1x8x512x64 --budget ${TUNE_BUDGET:-60s} \
       --archive $O/tune/archive > $O/tune/tune.log 2>&1; echo "tune rc $?"; tail -n 3 $O/tune/tune.log
+    bin/evotune bench --archive $O/tune/archive --baseline-archive results/2026-11-22-h100-tune300 --out $O/tune/bench \
+      > $O/tune/bench.log 2>&1; echo "bench rc $?"; grep -E "^\| [0-9]" $O/tune/bench/bench.md
     ARCHIVE=$O/tune/archive bash examples/device-check.sh $O/tune/export > $O/tune/check.log 2>&1; echo "device-check rc $?"
     tail -n 15 $O/tune/check.log ;;
   esac

@@ -252,6 +252,13 @@ func (b *Bundle) launchHeader() string {
 // a shape of more tiles than a grid numbers; or what the CUDA runtime
 // returned. scale is the softmax scale: 1/sqrt(d) for the usual attention.
 `, n, N, Marker, arch, nvcc, in, out, b.headDim(), mask)
+	if b.Problem.VTransposed {
+		w.WriteString(`// V comes transposed (the problem was tuned so): v holds V^T, contiguous
+// [b, h, d, sp] with sp = s rounded up to a multiple of 16 and the keys from
+// s to sp zero, as a quantisation pass to E4M3 can write it at no cost; q, k
+// and o are [b, h, s, d] as above.
+`)
+	}
 	switch {
 	case b.fp8():
 		w.WriteString(`// q_scale, k_scale and v_scale dequantise the inputs: an input byte stands
@@ -275,7 +282,7 @@ func (b *Bundle) launchHeader() string {
 // others run the overall best (%[1]s_config_key says which).
 // %[1]s_workspace_bytes is the workspace a shape needs (the first family:
 // 0 for most configs, split-kv configs keep fp32 partial outputs there;
-// sdpa-hopper: V transposed, one byte an element): pass a buffer of at least
+// sdpa-hopper: V transposed, one byte an element, unless V comes so): pass a buffer of at least
 // that size, or null when it is 0. A workspace must not be shared by calls in
 // flight on different streams.
 
@@ -289,6 +296,7 @@ func (b *Bundle) launchHeader() string {
 #define %[2]s_FP8 %[8]d
 #define %[2]s_INT8 %[9]d
 #define %[2]s_SM90A %[10]d // 1: build for sm_90a only (configs run wgmma)
+#define %[2]s_V_TRANSPOSED %[11]d // 1: v is V^T [b, h, d, s rounded up to 16], the padding keys zero
 
 #ifdef __cplusplus
 extern "C" {
@@ -301,7 +309,7 @@ const char* %[1]s_config_key(int b, int h, int s, int d);
 #ifdef __cplusplus
 }
 #endif
-`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()), boolInt(b.int8()), boolInt(b.sm90a()))
+`, n, N, b.headDim(), boolInt(b.Problem.Causal), b.Problem.Dtype, b.forwardParams(), b.outDtype(), boolInt(b.fp8()), boolInt(b.int8()), boolInt(b.sm90a()), boolInt(b.Problem.VTransposed))
 	return w.String()
 }
 

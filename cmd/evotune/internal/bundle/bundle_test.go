@@ -428,3 +428,50 @@ func TestHopperBundle(t *testing.T) {
 	writeBundle(t, b, dir)
 	compileSM90a(t, nvcc, filepath.Join(dir, "tuned_attn_launch.cu"), "-arch=sm_90")
 }
+
+// TestHopperBundleVTransposed: a bundle of a problem whose V comes
+// transposed says so in its header (the layout and V_TRANSPOSED 1), its plan
+// has no transpose launch and no workspace, and with $EVOTUNE_FP8_NVCC its
+// launcher compiles for sm_90a.
+func TestHopperBundleVTransposed(t *testing.T) {
+	prob := space.Problem{Family: "sdpa-hopper", Dtype: "fp8", VTransposed: true,
+		Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: 64}}}
+	cfg := configsOf(t, prob, "sm_90")
+	best := cfg("stages=4")
+	f, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New("tuned_attn", prob, f.Source(), "sm_90", best, []ShapeBest{{Shape: prob.Shapes[0], Config: best}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]string{}
+	for _, f := range files {
+		text[f.Path] = string(f.Data)
+	}
+	for file, wants := range map[string][]string{
+		"tuned_attn_launch.h": {"#define TUNED_ATTN_V_TRANSPOSED 1 ", "v holds V^T, contiguous\n// [b, h, d, sp]"},
+		"tuned_attn_plan.h":   {"p->vt_grid_x = 0;", "p->workspace_bytes = 0;"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(text[file], want) {
+				t.Errorf("%s lacks %q", file, want)
+			}
+		}
+	}
+	if strings.Contains(text["tuned_attn_plan.h"], "p->vt_threads = 256;") {
+		t.Error("the plan has a transpose launch although V comes transposed")
+	}
+	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
+	if nvcc == "" {
+		t.Skipf("EVOTUNE_FP8_NVCC is not set: the compile needs nvcc %s or newer", kernels.FP8MinNVCC)
+	}
+	dir := t.TempDir()
+	writeBundle(t, b, dir)
+	compileSM90a(t, nvcc, filepath.Join(dir, "tuned_attn_launch.cu"), "-arch=sm_90")
+}
