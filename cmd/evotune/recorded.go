@@ -84,7 +84,7 @@ func loadReplay(cmd, path string, prob space.Problem, problemSet bool, arch stri
 			recorded.Family = kernels.DefaultFamily
 		}
 		if problemSet && problemLine(recorded) != problemLine(prob) {
-			return recordedSpace{}, usagef(cmd, "--replay %s records %s; --shape, --dtype and --causal ask for %s",
+			return recordedSpace{}, usagef(cmd, "--replay %s records %s; the problem flags (--shape, --dtype, --causal, ...) ask for %s",
 				path, problemLine(recorded), problemLine(prob))
 		}
 		prob = recorded
