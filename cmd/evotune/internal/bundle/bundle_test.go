@@ -389,23 +389,7 @@ func TestHopperBundle(t *testing.T) {
 	cfg := configsOf(t, prob, "sm_90")
 	best := cfg("stages=6")
 	short := cfg("ncw=1,pingpong=0,pregs=24,persistent=0")
-	f, err := kernels.FamilyOf(prob.Family)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New("tuned_attn", prob, f.Source(), "sm_90", best,
-		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: short}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := b.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := map[string]string{}
-	for _, f := range files {
-		text[f.Path] = string(f.Data)
-	}
+	b, text := hopperBundle(t, prob, best, []ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: short}})
 	for file, wants := range map[string][]string{
 		"tuned_attn_launch.cu": {"#define fa8h tuned_attn_c1\n#define fa8h_fwd tuned_attn_c1_fwd\n#define fa8h_vt tuned_attn_c1_vt\n",
 			"{reinterpret_cast<const void*>(&tuned_attn_c0_fwd), reinterpret_cast<const void*>(&tuned_attn_c0_vt)}",
@@ -420,6 +404,36 @@ func TestHopperBundle(t *testing.T) {
 			}
 		}
 	}
+	compileHopperBundle(t, b)
+}
+
+// hopperBundle makes the sm_90 bundle tuned_attn of prob's family from
+// best and shapes, and returns it with its files' text by path.
+func hopperBundle(t *testing.T, prob space.Problem, best Config, shapes []ShapeBest) (*Bundle, map[string]string) {
+	t.Helper()
+	f, err := kernels.FamilyOf(prob.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New("tuned_attn", prob, f.Source(), "sm_90", best, shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]string{}
+	for _, f := range files {
+		text[f.Path] = string(f.Data)
+	}
+	return b, text
+}
+
+// compileHopperBundle compiles b's launcher for sm_90a with
+// $EVOTUNE_FP8_NVCC, or skips.
+func compileHopperBundle(t *testing.T, b *Bundle) {
+	t.Helper()
 	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
 	if nvcc == "" {
 		t.Skipf("EVOTUNE_FP8_NVCC is not set: the compile needs nvcc %s or newer", kernels.FP8MinNVCC)
@@ -438,22 +452,7 @@ func TestHopperBundleVTransposed(t *testing.T) {
 		Shapes: []space.Shape{{B: 4, H: 16, S: 2048, D: 64}}}
 	cfg := configsOf(t, prob, "sm_90")
 	best := cfg("stages=4")
-	f, err := kernels.FamilyOf(prob.Family)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New("tuned_attn", prob, f.Source(), "sm_90", best, []ShapeBest{{Shape: prob.Shapes[0], Config: best}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := b.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := map[string]string{}
-	for _, f := range files {
-		text[f.Path] = string(f.Data)
-	}
+	b, text := hopperBundle(t, prob, best, []ShapeBest{{Shape: prob.Shapes[0], Config: best}})
 	for file, wants := range map[string][]string{
 		"tuned_attn_launch.h": {"#define TUNED_ATTN_V_TRANSPOSED 1 ", "v holds V^T, contiguous\n// [b, h, d, sp]"},
 		"tuned_attn_plan.h":   {"p->vt_grid_x = 0;", "p->workspace_bytes = 0;"},
@@ -467,11 +466,5 @@ func TestHopperBundleVTransposed(t *testing.T) {
 	if strings.Contains(text["tuned_attn_plan.h"], "p->vt_threads = 256;") {
 		t.Error("the plan has a transpose launch although V comes transposed")
 	}
-	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
-	if nvcc == "" {
-		t.Skipf("EVOTUNE_FP8_NVCC is not set: the compile needs nvcc %s or newer", kernels.FP8MinNVCC)
-	}
-	dir := t.TempDir()
-	writeBundle(t, b, dir)
-	compileSM90a(t, nvcc, filepath.Join(dir, "tuned_attn_launch.cu"), "-arch=sm_90")
+	compileHopperBundle(t, b)
 }
