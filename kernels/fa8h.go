@@ -63,12 +63,14 @@ func FA8HSource() Source {
 }
 
 // fa8hKnobs declares the family's knobs for head dimension d, causal or
-// not, V as it is or given transposed (vTransposed). The defaults are the builds the device runs kept
-// (results/2026-11-26-h100-fa8proto), with the producer's registers raised
-// where 40 spilled; at D=64, causal or not, three ring slots with one in 8
-// exponentials on the FMA pipe, the best of every tune since the register
-// transpose (results/2026-11-26-h200-vt: 155.6 and 155.2 µs against the
-// old default's 157.7 and 157.4, causal 648.4 against 653.6).
+// not, with V as it is or given transposed (vTransposed). The defaults are
+// the builds the device runs kept (results/2026-11-26-h100-fa8proto), with
+// the producer's registers raised where 40 spilled; at D=64, causal or not,
+// three ring slots with one in 8 exponentials on the FMA pipe, the best of
+// every tune since the register transpose (results/2026-11-26-h200-vt:
+// 155.6 and 155.2 µs against the old default's 157.7 and 157.4, causal
+// 648.4 against 653.6). V given transposed keeps them
+// (results/2026-11-26-h200-vgiven).
 func fa8hKnobs(d int, vTransposed bool) []space.Knob {
 	split, splits, pregs, stages, late, emu := "1", []string{"1"}, "56", "3", "0", "1"
 	if d == 128 {
