@@ -205,7 +205,8 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	}
 
 	// What is timed: the archive's best, or --config, for the problem it was tuned for.
-	if _, err := kernels.FamilyOf(opts.Family); err != nil {
+	configFamily, err := kernels.FamilyOf(opts.Family)
+	if err != nil {
 		return usagef("bench", "--family: %v", err)
 	}
 	if opts.Family != "" && opts.Archive != "" {
@@ -214,10 +215,8 @@ func runBench(ctx context.Context, c *cli, args []string, open func(context.Cont
 	if opts.VTransposed && opts.Archive != "" {
 		return usagef("bench", "--v-transposed: the archive's problem says how V comes")
 	}
-	if fam, err := kernels.FamilyOf(opts.Family); err == nil {
-		if err := checkVTransposed("bench", fam, opts.Dtype, opts.VTransposed); err != nil {
-			return err
-		}
+	if err := checkVTransposed("bench", configFamily, opts.Dtype, opts.VTransposed); err != nil {
+		return err
 	}
 	tunedFor := space.Problem{Family: cmp.Or(opts.Family, kernels.DefaultFamily), Shapes: []space.Shape{shapes[0].Shape}, Dtype: opts.Dtype, OutDtype: opts.OutDtype, VTransposed: opts.VTransposed}
 	var best space.Config
