@@ -62,6 +62,13 @@ type Request struct {
 	Eager       bool    `json:"eager,omitempty"`         // plain launches between events, no graph: host launch cost included
 }
 
+// RequestFor returns a request of op about a candidate of problem p, with
+// what every check and timing of p carries: its element types, its mask and
+// how V comes. The caller adds the cubin, plan, shape and op's own fields.
+func RequestFor(op string, p space.Problem) Request {
+	return Request{Op: op, Dtype: p.Dtype, OutDtype: p.OutDtype, Causal: p.Causal, VTransposed: p.VTransposed}
+}
+
 // A Response answers one Request. Error is set when the request failed; then
 // Sticky says the CUDA context is lost and the worker exits after answering.
 type Response struct {

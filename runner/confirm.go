@@ -66,12 +66,7 @@ func (p *Pipeline) releaseGPU(gi int) { p.free <- gi }
 
 // timeOn sends one timing request for cc on shape s to GPU gi.
 func (p *Pipeline) timeOn(ctx context.Context, gi int, cc *compiled, s space.Shape, samples int, eager bool) (Measurement, error) {
-	req := kernels.Request{
-		Op: kernels.OpTime, Cubin: cc.cubin.Path, Plan: cc.plans[s], Shape: s,
-		Dtype: p.o.Problem.Dtype, Causal: p.o.Problem.Causal, VTransposed: p.o.Problem.VTransposed,
-		Warmup: p.o.Timing.Warmup, Samples: samples,
-		MinSampleUS: p.o.Timing.MinSampleUS, NoRotate: p.o.Timing.NoRotate, Eager: eager,
-	}
+	req := p.timeRequest(cc.cubin.Path, cc.plans[s], s, samples, eager)
 	resp, err := p.o.GPUs[gi].Device.Do(ctx, req, p.o.TimeTimeout)
 	if err != nil {
 		return Measurement{}, fmt.Errorf("timing %s at %s: %w", cc.key, s, err)

@@ -206,9 +206,10 @@ func (e *devEnv) devRunCases(ctx context.Context, rec *devOneByteRecord, cubin s
 		if cs.InputScale != 1 {
 			tl.E2ECos, tl.E2ERelL1 = 0, 0
 		}
-		resp, err := e.worker.Do(ctx, kernels.Request{Op: kernels.OpCheck, Cubin: cubin, Plan: pl, Shape: cs.Shape,
-			Dtype: prob.Dtype, OutDtype: prob.OutDtype, Causal: prob.Causal, VTransposed: prob.VTransposed, Scale: cs.SoftmaxScale, Seed: cs.Seed,
-			InputScale: cs.InputScale, Atol: tl.Atol, Rtol: tl.Rtol}, 2*time.Minute)
+		req := kernels.RequestFor(kernels.OpCheck, prob)
+		req.Cubin, req.Plan, req.Shape = cubin, pl, cs.Shape
+		req.Scale, req.Seed, req.InputScale, req.Atol, req.Rtol = cs.SoftmaxScale, cs.Seed, cs.InputScale, tl.Atol, tl.Rtol
+		resp, err := e.worker.Do(ctx, req, 2*time.Minute)
 		if err == nil && resp.Error != "" {
 			err = fmt.Errorf("%s", resp.Error)
 		}

@@ -395,11 +395,9 @@ func (p *Pipeline) check(ctx context.Context, r *space.Result, gpu GPU, cubin st
 	r.Accuracy = acc
 	for _, cs := range p.o.Cases {
 		tol := scaledTolerance(p.tolerance, cs.InputScale)
-		req := kernels.Request{
-			Op: kernels.OpCheck, Cubin: cubin, Plan: plans[cs.Shape], Shape: cs.Shape,
-			Dtype: p.o.Problem.Dtype, OutDtype: p.o.Problem.OutDtype, Causal: p.o.Problem.Causal, VTransposed: p.o.Problem.VTransposed,
-			Scale: cs.SoftmaxScale, Seed: cs.Seed, InputScale: cs.InputScale, Atol: tol.Atol, Rtol: tol.Rtol,
-		}
+		req := kernels.RequestFor(kernels.OpCheck, p.o.Problem)
+		req.Cubin, req.Plan, req.Shape = cubin, plans[cs.Shape], cs.Shape
+		req.Scale, req.Seed, req.InputScale, req.Atol, req.Rtol = cs.SoftmaxScale, cs.Seed, cs.InputScale, tol.Atol, tol.Rtol
 		resp, err := gpu.Device.Do(ctx, req, p.o.CheckTimeout)
 		if err != nil {
 			return classify(ctx, cs.String(), err)
@@ -498,14 +496,19 @@ func (p *Pipeline) time(ctx context.Context, r *space.Result, gpu GPU, cubin str
 	return "", ""
 }
 
+// timeRequest is a timing request of cubin's plan on shape s with the run's
+// timing options: samples samples, by graph or (eager) plain launches.
+func (p *Pipeline) timeRequest(cubin string, plan kernels.Plan, s space.Shape, samples int, eager bool) kernels.Request {
+	req := kernels.RequestFor(kernels.OpTime, p.o.Problem)
+	req.Cubin, req.Plan, req.Shape = cubin, plan, s
+	req.Warmup, req.Samples, req.MinSampleUS = p.o.Timing.Warmup, samples, p.o.Timing.MinSampleUS
+	req.NoRotate, req.Eager = p.o.Timing.NoRotate, eager
+	return req
+}
+
 // timeShape takes one timing of shape s, with the telemetry seen around it.
 func (p *Pipeline) timeShape(ctx context.Context, gpu GPU, cubin string, plan kernels.Plan, s space.Shape) (space.Timing, space.Status, string) {
-	req := kernels.Request{
-		Op: kernels.OpTime, Cubin: cubin, Plan: plan, Shape: s,
-		Dtype: p.o.Problem.Dtype, Causal: p.o.Problem.Causal, VTransposed: p.o.Problem.VTransposed,
-		Warmup: p.o.Timing.Warmup, Samples: p.o.Timing.Samples,
-		MinSampleUS: p.o.Timing.MinSampleUS, NoRotate: p.o.Timing.NoRotate,
-	}
+	req := p.timeRequest(cubin, plan, s, p.o.Timing.Samples, false)
 	what := "time " + s.String()
 	var mon *telemetryMonitor
 	if p.o.Telemetry != nil && gpu.NVMLIndex >= 0 {
