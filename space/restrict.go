@@ -276,3 +276,37 @@ func (s *Space) restrictedNeighbours(c Config) []Config {
 	}
 	return out
 }
+
+// restrictedSteps is Steps on a restricted space: for each knob, the
+// nearest value below and above c's that some member holds, each projected
+// onto the nearest member holding it.
+func (s *Space) restrictedSteps(c Config) []Config {
+	m := s.members
+	d := s.digitsOf(c)
+	var out []Config
+	taken := make(map[int32]bool)
+	for i := range s.Knobs {
+		lo, hi := int32(-1), int32(-1)
+		for v, holders := range m.byValue[i] {
+			if len(holders) == 0 || int32(v) == d[i] {
+				continue
+			}
+			if int32(v) < d[i] {
+				lo = int32(v)
+			} else if hi < 0 {
+				hi = int32(v)
+			}
+		}
+		for _, v := range []int32{lo, hi} {
+			if v < 0 {
+				continue
+			}
+			p := m.nearest(nil, d, m.byValue[i][v])
+			if !taken[p] {
+				taken[p] = true
+				out = append(out, m.configs[p].Clone())
+			}
+		}
+	}
+	return out
+}

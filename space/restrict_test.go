@@ -358,3 +358,57 @@ func BenchmarkRestrictedMutate(b *testing.B) {
 		r.Mutate(rng, from, Macro)
 	}
 }
+
+// TestRestrictedSteps checks Steps on a restricted space against the
+// member list: for each knob, the nearest value below and above that some
+// member holds, projected onto a member holding it at the least Hamming
+// distance.
+func TestRestrictedSteps(t *testing.T) {
+	s := gridSpace(square(5, 5))
+	rng := rand.New(rand.NewPCG(5, 6))
+	members := sparseMembers(s, rng, 0.05)
+	r := s.Restrict(members)
+	held := make([]map[int]bool, len(s.Knobs))
+	for i, k := range s.Knobs {
+		held[i] = map[int]bool{}
+		for _, m := range members {
+			held[i][slices.Index(k.Values, m[k.Name])] = true
+		}
+	}
+	for range 200 {
+		from := r.Sample(rng)
+		steps := r.Steps(from)
+		want := 0
+		for i, k := range s.Knobs {
+			at := slices.Index(k.Values, from[k.Name])
+			for _, dir := range []int{-1, 1} {
+				v := at + dir
+				for v >= 0 && v < len(k.Values) && !held[i][v] {
+					v += dir
+				}
+				if v < 0 || v >= len(k.Values) {
+					continue
+				}
+				want++
+				value := k.Values[v]
+				best := len(s.Knobs) + 1
+				for _, m := range members {
+					if m[k.Name] == value {
+						best = min(best, hamming(s, from, m))
+					}
+				}
+				if !slices.ContainsFunc(steps, func(c Config) bool { return c[k.Name] == value && hamming(s, from, c) == best }) {
+					t.Fatalf("Steps(%s) lacks a nearest member with %s=%s (distance %d): %d steps", from.Key(), k.Name, value, best, len(steps))
+				}
+			}
+		}
+		for _, c := range steps {
+			if err := r.Check(c); err != nil {
+				t.Fatalf("Steps(%s) gave a non-member %s", from.Key(), c.Key())
+			}
+		}
+		if len(steps) > want {
+			t.Fatalf("Steps(%s) gave %d configs, at most %d expected", from.Key(), len(steps), want)
+		}
+	}
+}

@@ -747,3 +747,51 @@ func TestSetKeyReuses(t *testing.T) {
 		t.Fatal("SetKey took names out of order")
 	}
 }
+
+// TestSteps checks the one-step neighbours: for each knob the nearest valid
+// value below and above, a refused value skipped for the next one.
+func TestSteps(t *testing.T) {
+	s := &Space{
+		Family: "steps",
+		Knobs: []Knob{
+			{Name: "a", Macro: "S_A", Values: []string{"1", "2", "3", "4"}, Layer: Macro, Default: "1"},
+			{Name: "b", Macro: "S_B", Values: []string{"0", "1"}, Layer: Micro, Default: "0"},
+		},
+		Constraints: []Constraint{{Name: "a_b", Check: func(c Config) error {
+			if c["a"] == "3" && c["b"] == "1" {
+				return errors.New("a=3 needs b=0")
+			}
+			return nil
+		}}},
+	}
+	tests := []struct {
+		s    *Space
+		from string
+		want []string
+	}{
+		{s, "a=2,b=0", []string{"a=1,b=0", "a=3,b=0", "a=2,b=1"}},
+		{s, "a=2,b=1", []string{"a=1,b=1", "a=4,b=1", "a=2,b=0"}}, // a=3 refused: the next value up
+		{s, "a=4,b=1", []string{"a=2,b=1", "a=4,b=0"}},
+		{s, "a=1,b=0", []string{"a=2,b=0", "a=1,b=1"}},
+		{s, "a=3,b=0", []string{"a=2,b=0", "a=4,b=0"}}, // b=1 refused
+		// Neighbours would also give tile=64: a step is the next value only.
+		{toySpace(), "tile=16,warps=2,layout=pad", []string{
+			"layout=pad,pipe=0,tile=32,warps=2",
+			"layout=swizzle,pipe=0,tile=16,warps=2",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.from, func(t *testing.T) {
+			var got []string
+			for _, n := range tt.s.Steps(mustParse(t, tt.s, tt.from)) {
+				if err := tt.s.Check(n); err != nil {
+					t.Errorf("step %s is invalid: %v", n.Key(), err)
+				}
+				got = append(got, n.Key())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("Steps:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package space
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // Bounds on random draws. Rejection sampling is exact and fast while valid
@@ -247,4 +248,35 @@ func (s *Space) Crossover(rng *rand.Rand, a, b Config) Config {
 		}
 	}
 	return a.Clone()
+}
+
+// Steps returns the valid configs one step from c: for each knob, the
+// nearest valid value below and the nearest above c's in the knob's value
+// order, in knob declaration order. On a restricted space each step is
+// projected onto the nearest member holding the new value (see Restrict),
+// so a step may change more than one knob.
+func (s *Space) Steps(c Config) []Config {
+	if s.members != nil {
+		return s.restrictedSteps(c)
+	}
+	var out []Config
+	for _, k := range s.Knobs {
+		old := slices.Index(k.Values, c[k.Name])
+		lo, hi := "", ""
+		for _, v := range s.moves(c, k) {
+			if i := slices.Index(k.Values, v); i < old {
+				lo = v
+			} else if hi == "" {
+				hi = v
+			}
+		}
+		for _, v := range []string{lo, hi} {
+			if v != "" {
+				n := c.Clone()
+				n[k.Name] = v
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
