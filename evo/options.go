@@ -74,6 +74,16 @@ type Options struct {
 	// Kernel Tuner file's knobs are all micro, so without it their model
 	// is additive (evo/NOTES.md, round 7).
 	Interact bool
+	// ILS turns some restarts into epochs of iterated local search (with
+	// Restart): when a bred epoch stagnates, Population climbers each
+	// climb, one evaluation at a time, over the one-step neighbours of
+	// their config (space.Steps: the next value below or above of one
+	// knob), first improvement in a random order, and from a local optimum
+	// are kicked to a one-knob mutation of the run's best; after
+	// ilsFruitless local optima in a row that left the run's best where it
+	// was, the epoch ends with the usual restart. It reaches optima that
+	// only a poor intermediate leads to (evo/NOTES.md, round 9).
+	ILS bool
 	// Seeds are configs to start from, best first, for instance the elites
 	// of another archive (evo only). The first generation proposes the
 	// space's default, then each seed that is valid in this space, then
@@ -116,12 +126,14 @@ type Options struct {
 // DefaultOptions returns the default options: the evo strategy with a
 // population of 8, 8 elites (the top K), tournaments of 3, crossover rate
 // 0.5, a screen of 8 with ordinal interactions in its model, a restart
-// from fresh configs after 4 stagnant generations, one evaluation at a
-// time and no budget. The population and elites were chosen with
+// from fresh configs after 4 stagnant generations, no ILS epochs, one
+// evaluation at a time and no budget. The population and elites were chosen with
 // bench-search on the H100 recording and the synthetic file, the restart
 // on those and on public Kernel Tuner spaces (evo/NOTES.md, round 5), the
 // interactions on those and on held-out subspaces of Kernel Tuner files
-// (round 7).
+// (round 7). ILS epochs stay off: they gain on a needle at large budgets
+// and cost the held-out spaces and the recordings at 200 evaluations
+// (round 9).
 func DefaultOptions() Options {
 	return Options{
 		Strategy:      StrategyEvo,

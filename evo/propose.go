@@ -23,6 +23,9 @@ func (s *Search) propose() {
 	n := s.st.Params.Population
 	budget := s.evalCap()
 	inject, origin := 0, originInject
+	if s.st.Strategy == StrategyEvo && s.ilsPropose() {
+		return
+	}
 	if s.st.Strategy == StrategyEvo && s.st.Stagnant >= s.st.Params.Stagnation {
 		s.st.Stagnant = 0
 		if s.st.Params.Restart {

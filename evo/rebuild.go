@@ -34,6 +34,7 @@ type Settings struct {
 	Screen        int            `json:"screen"`
 	Restart       bool           `json:"restart,omitempty"`
 	Interact      bool           `json:"interact,omitempty"`
+	ILS           bool           `json:"ils,omitempty"`
 	Seeds         []space.Config `json:"seeds,omitempty"`
 }
 
@@ -41,7 +42,7 @@ type Settings struct {
 func (o Options) Settings() Settings {
 	return Settings{Strategy: o.Strategy, Seed: o.Seed, Population: o.Population, Elites: o.Elites,
 		Tournament: o.Tournament, CrossoverRate: o.CrossoverRate, Stagnation: o.Stagnation, Screen: o.Screen,
-		Restart: o.Restart, Interact: o.Interact, Seeds: o.Seeds}
+		Restart: o.Restart, Interact: o.Interact, ILS: o.ILS, Seeds: o.Seeds}
 }
 
 // WithSettings returns o with the settings of st in place of its own.
@@ -49,7 +50,7 @@ func (o Options) WithSettings(st Settings) Options {
 	o.Strategy, o.Seed = st.Strategy, st.Seed
 	o.Population, o.Elites, o.Tournament = st.Population, st.Elites, st.Tournament
 	o.CrossoverRate, o.Stagnation, o.Screen, o.Restart = st.CrossoverRate, st.Stagnation, st.Screen, st.Restart
-	o.Interact = st.Interact
+	o.Interact, o.ILS = st.Interact, st.ILS
 	if o.Screen == 0 {
 		o.Screen = 1 // saved before screening existed
 	}
@@ -71,7 +72,7 @@ func StateSettings(data []byte) (Settings, bool) {
 	p := st.Params
 	return Settings{Strategy: st.Strategy, Seed: st.Seed, Population: p.Population, Elites: p.Elites,
 		Tournament: p.Tournament, CrossoverRate: p.CrossoverRate, Stagnation: p.Stagnation, Screen: max(p.Screen, 1),
-		Restart: p.Restart, Interact: p.Interact}, true
+		Restart: p.Restart, Interact: p.Interact, ILS: p.ILS}, true
 }
 
 // Rebuild makes a new search (not yet run) the continuation of the search

@@ -107,6 +107,8 @@ type Search struct {
 	// cancelled is set when a run stopped mid-batch: the counts then hold
 	// part of a batch that a restored search would count again.
 	cancelled bool
+	// proposing holds the hashes of the ILS batch being filled.
+	proposing map[string]bool
 }
 
 // New returns a search of sp that evaluates with ev and keeps what it learns
@@ -143,6 +145,7 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 				Screen:        opts.Screen,
 				Restart:       opts.Restart,
 				Interact:      opts.Interact,
+				ILS:           opts.ILS,
 			},
 			ByStatus:   map[space.Status]int{},
 			Macro:      LayerStats{Rate: layerPrior},
@@ -193,6 +196,7 @@ func (s *Search) Restore(data []byte) error {
 		st.Params.Screen = 1
 	}
 	opts.Screen, opts.Restart, opts.Interact = st.Params.Screen, st.Params.Restart, st.Params.Interact
+	opts.ILS = st.Params.ILS
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("restoring search state: %w", err)
 	}
@@ -208,6 +212,9 @@ func (s *Search) Restore(data []byte) error {
 		if err := checkLog(&st, log); err != nil {
 			return fmt.Errorf("restoring search state: %w", err)
 		}
+	}
+	if err := s.checkILS(&st); err != nil {
+		return fmt.Errorf("restoring search state: %w", err)
 	}
 	pcg := &rand.PCG{}
 	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
@@ -522,6 +529,7 @@ func eta(evals, maxEvals int, elapsed, maxTime time.Duration) time.Duration {
 // report; an error comes from the Confirmer.
 func (s *Search) absorb(ctx context.Context, results []space.Result) (Generation, error) {
 	before := s.bestResult()
+	s.ilsAbsorb(results)
 	var kids []member
 	var trials, successes [2]int // by layer: macro, micro
 	var x, xb []int

@@ -29,6 +29,9 @@ type proposal struct {
 	// Parent is the objective of the config that the mutation changed, for
 	// credit assignment; 0 when there is none to compare with.
 	Parent float64 `json:"parent,omitempty"`
+	// Climber is 1 + the index of the ILS climber that proposed it, 0
+	// for a proposal of the breeding.
+	Climber int `json:"climber,omitempty"`
 }
 
 // params are the options that shape the search itself; a restored search
@@ -49,6 +52,8 @@ type params struct {
 	// ordinal interactions existed, so such a search continues as it
 	// began (its model sums have no room for them).
 	Interact bool `json:"interact,omitempty"`
+	// ILS is Options.ILS; false in a state saved before it existed.
+	ILS bool `json:"ils,omitempty"`
 }
 
 // state is everything a search needs to continue exactly: it is saved as
@@ -82,6 +87,12 @@ type state struct {
 	// it has restarted, the population keeps the best of its own epoch
 	// instead of the elites.
 	Restarts int `json:"restarts,omitempty"`
+	// ILS is the epoch of iterated local search in progress
+	// (Params.ILS); nil while the population breeds.
+	ILS *ilsEpoch `json:"ils,omitempty"`
+	// BredEpochs counts the bred epochs that stagnated since the last
+	// ILS epoch (Params.ILS).
+	BredEpochs int `json:"bred_epochs,omitempty"`
 	// Cursor is how many configs of the Enumerate order were proposed
 	// (exhaustive only).
 	Cursor int `json:"cursor"`

@@ -180,6 +180,7 @@ func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Search.Stagnation, "stagnation", o.Search.Stagnation, "evo: generations without a new best before fresh configs are taken (see --restart)")
 	fs.BoolVar(&o.Search.Restart, "restart", o.Search.Restart, "evo: on stagnation, restart the population from its best and a batch of fresh configs (--restart=false: inject a quarter batch of fresh configs instead)")
 	fs.BoolVar(&o.Search.Interact, "interact", o.Search.Interact, interactUsage)
+	fs.BoolVar(&o.Search.ILS, "ils", o.Search.ILS, ilsUsage)
 	fs.IntVar(&o.Search.Screen, "screen", o.Search.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best proposed (1: off)")
 }
 

@@ -110,6 +110,7 @@ func warnIgnoredFlags(stderr io.Writer, fs *pflag.FlagSet, in evo.Settings) {
 	check("screen", strconv.Itoa(in.Screen))
 	check("restart", strconv.FormatBool(in.Restart))
 	check("interact", strconv.FormatBool(in.Interact))
+	check("ils", strconv.FormatBool(in.ILS))
 	if len(ignored) == 0 {
 		return
 	}
@@ -126,6 +127,9 @@ func settingsText(s evo.Settings) string {
 		}
 		if s.Screen > 1 && !s.Interact {
 			text += ", no interactions"
+		}
+		if s.ILS && s.Restart {
+			text += ", ILS epochs"
 		}
 	}
 	if len(s.Seeds) > 0 {

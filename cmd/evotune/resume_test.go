@@ -7,13 +7,15 @@ import (
 )
 
 // TestSettingsText checks that the settings line names what differs from
-// the defaults of an evo search: restarts and interactions off.
+// the defaults of an evo search: restarts and interactions off, ILS epochs on.
 func TestSettingsText(t *testing.T) {
 	def := evo.DefaultOptions().Settings()
 	noRestart, noInteract, unscreened := def, def, def
 	noRestart.Restart = false
 	noInteract.Interact = false
 	unscreened.Screen, unscreened.Interact = 1, false
+	ils, ilsNoRestart := def, noRestart
+	ils.ILS, ilsNoRestart.ILS = true, true
 	for _, tc := range []struct {
 		name string
 		in   evo.Settings
@@ -23,6 +25,9 @@ func TestSettingsText(t *testing.T) {
 		{"no restarts", noRestart, "evo strategy, seed 1, population 8, elites 8, screen 8, no restarts"},
 		{"no interactions", noInteract, "evo strategy, seed 1, population 8, elites 8, screen 8, no interactions"},
 		{"unscreened", unscreened, "evo strategy, seed 1, population 8, elites 8, screen 1"},
+		{"ILS epochs", ils, "evo strategy, seed 1, population 8, elites 8, screen 8, ILS epochs"},
+		// ILS epochs take the place of restarts: none without them.
+		{"ILS without restarts", ilsNoRestart, "evo strategy, seed 1, population 8, elites 8, screen 8, no restarts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := settingsText(tc.in); got != tc.want {

@@ -35,6 +35,7 @@ type tuneOptions struct {
 	Screen     int
 	Restart    bool
 	Interact   bool
+	ILS        bool
 	recordedFileFlags
 	SeedFrom string
 	// SeedConfigs are configs (k=v,...) to start a new search from, after
@@ -67,6 +68,7 @@ func defaultTuneOptions() tuneOptions {
 		Screen:        evo.DefaultOptions().Screen,
 		Restart:       evo.DefaultOptions().Restart,
 		Interact:      evo.DefaultOptions().Interact,
+		ILS:           evo.DefaultOptions().ILS,
 		ProgressEvery: 10 * time.Second,
 	}
 }
@@ -214,6 +216,7 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Screen, "screen", o.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best evaluated (1: off)")
 	fs.BoolVar(&o.Restart, "restart", o.Restart, "evo: on stagnation, restart the population from its best and a batch of fresh configs (--restart=false: inject a quarter batch of fresh configs instead)")
 	fs.BoolVar(&o.Interact, "interact", o.Interact, interactUsage)
+	fs.BoolVar(&o.ILS, "ils", o.ILS, ilsUsage)
 	fs.StringVar(&o.Replay, "replay", o.Replay, "answer from a recorded replay `file` instead of compiling and timing")
 	o.recordedFileFlags.registerKT(fs)
 	fs.StringVar(&o.SeedFrom, "seed-from", o.SeedFrom, "seed a new search with the elites of another archive `directory`")
@@ -233,7 +236,7 @@ func (o tuneOptions) evoOptions(clock evo.Clock, shown *progress.Reporter) evo.O
 	eo := evo.DefaultOptions()
 	eo.Strategy, eo.Seed = o.Strategy, o.Seed
 	eo.Population, eo.Elites, eo.Parallel, eo.Screen = o.Population, o.Elites, o.Parallel, o.Screen
-	eo.Restart, eo.Interact = o.Restart, o.Interact
+	eo.Restart, eo.Interact, eo.ILS = o.Restart, o.Interact, o.ILS
 	if eo.Population == 0 {
 		// The search's own default is tuned for evaluations to the optimum;
 		// a generation smaller than the candidates the machine can keep in
@@ -270,6 +273,9 @@ type backend struct {
 // replayParallel is the candidates in flight of a replayed search when
 // --parallel is 0: the virtual clock divides recorded costs by it.
 const replayParallel = 4
+
+// ilsUsage is the help of --ils, on tune and bench-search.
+const ilsUsage = "evo: when a bred epoch stagnates, climb from kicks of the best over one-step neighbours (the next value below or above of one knob) before the restart"
 
 // interactUsage is the help of --interact, on tune and bench-search.
 const interactUsage = "evo: the screening model also rates each pair of knobs together, by the product of their positions in their value lists (--interact=false: knob values alone, and value pairs of macro knobs)"
