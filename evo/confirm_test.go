@@ -230,16 +230,13 @@ func TestResumeWithConfirmer(t *testing.T) {
 				store := newMemStore()
 				o := opts
 				o.Confirmer = newPairConfirmer(0.15)
-				_, gens := incarnation(t, sp, store, o, func(_ *fakeEvaluator, cancel func()) {
+				got := killedAndResumed(t, sp, store, o, func(_ *fakeEvaluator, cancel func()) {
 					store.afterSave = func(n int) {
 						if n == cut {
 							cancel()
 						}
 					}
 				})
-				second, more := incarnation(t, sp, store, o, func(*fakeEvaluator, func()) {})
-				got := trace{gens: append(gens, more...)}
-				got.finish(second)
 				compareTraces(t, fmt.Sprintf("killed at save %d", cut), got, want)
 			}
 		})

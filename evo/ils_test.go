@@ -127,17 +127,13 @@ func TestILSResumeAndRebuild(t *testing.T) {
 			want.gens = gens
 			want.finish(sum)
 			for cut := 1; cut <= want.evals; cut += 7 {
-				store := newMemStore()
-				_, gens := incarnation(t, sp, store, opts, func(ev *fakeEvaluator, cancel func()) {
+				got := killedAndResumed(t, sp, newMemStore(), opts, func(ev *fakeEvaluator, cancel func()) {
 					ev.after = func(n int) {
 						if n == cut {
 							cancel()
 						}
 					}
 				})
-				second, more := incarnation(t, sp, store, opts, func(*fakeEvaluator, func()) {})
-				got := trace{gens: append(gens, more...)}
-				got.finish(second)
 				compareTraces(t, fmt.Sprintf("killed at evaluation %d", cut), got, want)
 			}
 			for _, keep := range []int{-1, len(ref.log) / 2} {

@@ -20,6 +20,17 @@ func resumeOptions(strategy string, parallel int) Options {
 	return opts
 }
 
+// killedAndResumed runs a search on store until kill stops it, then a
+// restored search to its end, and returns what the two did together.
+func killedAndResumed(t *testing.T, sp *space.Space, store *memStore, opts Options, kill func(ev *fakeEvaluator, cancel func())) trace {
+	t.Helper()
+	_, gens := incarnation(t, sp, store, opts, kill)
+	second, more := incarnation(t, sp, store, opts, func(*fakeEvaluator, func()) {})
+	got := trace{gens: append(gens, more...)}
+	got.finish(second)
+	return got
+}
+
 // incarnation runs one life of a search on store: restored from the
 // store's last state if there is one, killed when kill says so. It returns
 // the run's summary and the generations it reported.

@@ -258,49 +258,41 @@ func (s *Space) restrictedCrossover(rng *rand.Rand, a, b Config) Config {
 // among those holding it (ties: the first in Enumerate order), each member
 // once, in knob declaration order and then value order.
 func (s *Space) restrictedNeighbours(c Config) []Config {
-	m := s.members
-	d := s.digitsOf(c)
-	var out []Config
-	taken := make(map[int32]bool)
-	for i := range s.Knobs {
-		for v, holders := range m.byValue[i] {
-			if int32(v) == d[i] || len(holders) == 0 {
-				continue
-			}
-			p := m.nearest(nil, d, holders)
-			if !taken[p] {
-				taken[p] = true
-				out = append(out, m.configs[p].Clone())
-			}
-		}
-	}
-	return out
+	return s.projected(c, func(_ int32, held []int32) []int32 { return held })
 }
 
 // restrictedSteps is Steps on a restricted space: for each knob, the
 // nearest value below and above c's that some member holds, each projected
-// onto the nearest member holding it.
+// onto the nearest member holding it, each member once.
 func (s *Space) restrictedSteps(c Config) []Config {
+	return s.projected(c, func(at int32, held []int32) []int32 {
+		var out []int32
+		if i, _ := slices.BinarySearch(held, at); i > 0 {
+			out = append(out, held[i-1])
+		}
+		if i, _ := slices.BinarySearch(held, at+1); i < len(held) {
+			out = append(out, held[i])
+		}
+		return out
+	})
+}
+
+// projected returns, for each knob in declaration order, the member nearest
+// to c among those holding each value pick chooses, each member once. pick
+// gets c's value index and the other values some member holds, ascending.
+func (s *Space) projected(c Config, pick func(at int32, held []int32) []int32) []Config {
 	m := s.members
 	d := s.digitsOf(c)
 	var out []Config
 	taken := make(map[int32]bool)
 	for i := range s.Knobs {
-		lo, hi := int32(-1), int32(-1)
+		var held []int32
 		for v, holders := range m.byValue[i] {
-			if len(holders) == 0 || int32(v) == d[i] {
-				continue
-			}
-			if int32(v) < d[i] {
-				lo = int32(v)
-			} else if hi < 0 {
-				hi = int32(v)
+			if int32(v) != d[i] && len(holders) > 0 {
+				held = append(held, int32(v))
 			}
 		}
-		for _, v := range []int32{lo, hi} {
-			if v < 0 {
-				continue
-			}
+		for _, v := range pick(d[i], held) {
 			p := m.nearest(nil, d, m.byValue[i][v])
 			if !taken[p] {
 				taken[p] = true
