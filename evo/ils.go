@@ -63,12 +63,12 @@ func (s *Search) ilsPropose() bool {
 		s.st.BredEpochs = 0
 		s.st.ILS = &ilsEpoch{Climbers: make([]climber, s.st.Params.Population)}
 	}
-	budget := s.evalCap()
+	budget, counted := s.evalCap(), 0
 	var batch []proposal
 	s.proposing = map[string]bool{}
 	defer func() { s.proposing = nil }()
 	for i := range s.st.ILS.Climbers {
-		if len(batch) >= budget {
+		if counted >= budget {
 			break
 		}
 		p, ok := s.climb(&s.st.ILS.Climbers[i])
@@ -76,12 +76,9 @@ func (s *Search) ilsPropose() bool {
 			break
 		}
 		p.Climber = i + 1
-		h := p.Config.Hash()
-		s.seen[h] = true
-		s.proposing[h] = true
-		s.st.Seen = append(s.st.Seen, h)
-		if r, hit := s.store.Lookup(p.Config.Key()); hit && !s.owned(r) {
-			p.Known = true
+		s.proposing[p.Config.Hash()] = true
+		if s.take(&p) {
+			counted++
 		}
 		batch = append(batch, p)
 	}

@@ -50,17 +50,25 @@ func (s *Search) propose() {
 			s.st.Exhausted = true
 			break
 		}
-		h := p.Config.Hash()
-		s.seen[h] = true
-		s.st.Seen = append(s.st.Seen, h)
-		if r, hit := s.store.Lookup(p.Config.Key()); hit && !s.owned(r) {
-			p.Known = true
-		} else {
+		if s.take(&p) {
 			counted++
 		}
 		batch = append(batch, p)
 	}
 	s.st.Batch = batch
+}
+
+// take marks a proposal seen in this run, and Known when the store already
+// holds its config; it reports whether the proposal costs an evaluation.
+func (s *Search) take(p *proposal) bool {
+	h := p.Config.Hash()
+	s.seen[h] = true
+	s.st.Seen = append(s.st.Seen, h)
+	if r, hit := s.store.Lookup(p.Config.Key()); hit && !s.owned(r) {
+		p.Known = true
+		return false
+	}
+	return true
 }
 
 // evalCap is how many evaluations the next batch may spend: what is left of
