@@ -9,9 +9,6 @@ import (
 
 // The iterated local search's settings (Options.ILS; evo/NOTES.md, round 9).
 const (
-	// ilsEvery is how many bred epochs stagnate before an ILS epoch
-	// takes the place of the restart.
-	ilsEvery = 1
 	// ilsFruitless local optima in a row that leave the run's best where
 	// it was end an ILS epoch.
 	ilsFruitless = 10
@@ -47,8 +44,9 @@ type ilsEpoch struct {
 }
 
 // ilsPropose fills the batch from the ILS epoch in progress, or starts one
-// when the bred epoch has stagnated and its turn has come. It reports false,
-// the epoch over or none due, when the breeding proposes instead.
+// when the bred epoch has stagnated (an epoch after every second bred one
+// only moved the cost later: evo/NOTES.md, round 9). It reports false, the
+// epoch over or none due, when the breeding proposes instead.
 func (s *Search) ilsPropose() bool {
 	if !s.st.Params.ILS || !s.st.Params.Restart {
 		return false
@@ -57,10 +55,6 @@ func (s *Search) ilsPropose() bool {
 		if s.st.Stagnant < s.st.Params.Stagnation {
 			return false
 		}
-		if s.st.BredEpochs++; s.st.BredEpochs < ilsEvery {
-			return false
-		}
-		s.st.BredEpochs = 0
 		s.st.ILS = &ilsEpoch{Climbers: make([]climber, s.st.Params.Population)}
 	}
 	budget, counted := s.evalCap(), 0
@@ -194,9 +188,6 @@ func (s *Search) ilsAbsorb(results []space.Result) {
 // checkILS refuses a saved ILS epoch that this search could not continue.
 func (s *Search) checkILS(st *state) error {
 	e := st.ILS
-	if st.BredEpochs < 0 {
-		return errors.New("negative bred epochs")
-	}
 	if e == nil {
 		for i, p := range st.Batch {
 			if p.Climber != 0 {

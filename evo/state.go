@@ -90,9 +90,6 @@ type state struct {
 	// ILS is the epoch of iterated local search in progress
 	// (Params.ILS); nil while the population breeds.
 	ILS *ilsEpoch `json:"ils,omitempty"`
-	// BredEpochs counts the bred epochs that stagnated since the last
-	// ILS epoch (Params.ILS).
-	BredEpochs int `json:"bred_epochs,omitempty"`
 	// Cursor is how many configs of the Enumerate order were proposed
 	// (exhaustive only).
 	Cursor int `json:"cursor"`
