@@ -8,7 +8,7 @@ export EVOTUNE_COMMIT=${COMMIT:-}
 O=${RESULTS:?set RESULTS}; mkdir -p $O; O=$(cd $O && pwd)
 { date -u +%FT%TZ; echo "commit ${COMMIT:-?}"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; nproc; } > $O/env.txt
 for mode in default ils; do
-  flag=; [ $mode = ils ] && flag=--ils
+  flag=; [ $mode = ils ] && flag=--ils; mkdir -p $O/$mode
   bin/evotune tune --shape 1x8x512x64 --budget ${BUDGET:-150s} --seed 1 $flag --archive $O/$mode/archive \
     --progress-every 30s > $O/$mode/tune.log 2>&1; echo "$mode tune rc $?"
   python3 - "$O/$mode/archive" > $O/$mode/summary.txt <<'PY'
