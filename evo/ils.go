@@ -51,11 +51,16 @@ func (s *Search) ilsPropose() bool {
 	if !s.st.Params.ILS || !s.st.Params.Restart {
 		return false
 	}
-	if s.st.ILS == nil {
-		if s.st.Stagnant < s.st.Params.Stagnation {
-			return false
-		}
+	switch {
+	case s.st.ILS == nil && s.st.Stagnant < s.st.Params.Stagnation:
+		return false
+	case s.st.ILS == nil:
 		s.st.ILS = &ilsEpoch{Climbers: make([]climber, s.st.Params.Population)}
+	case s.st.ILS.Fruitless >= ilsFruitless:
+		// Checked between batches, not while one is filled, so that
+		// every climber proposes in every batch of the epoch: a batch
+		// cut short would leave the tuner's compile slots idle.
+		return s.endILS()
 	}
 	budget, counted := s.evalCap(), 0
 	var batch []proposal
@@ -67,7 +72,7 @@ func (s *Search) ilsPropose() bool {
 		}
 		p, ok := s.climb(&s.st.ILS.Climbers[i])
 		if !ok {
-			break
+			continue
 		}
 		p.Climber = i + 1
 		s.proposing[p.Config.Hash()] = true
@@ -77,26 +82,29 @@ func (s *Search) ilsPropose() bool {
 		batch = append(batch, p)
 	}
 	if len(batch) == 0 {
-		// The epoch is over: the restart follows, as after a bred epoch.
-		s.st.ILS = nil
-		s.st.Stagnant = s.st.Params.Stagnation
-		return false
+		return s.endILS()
 	}
 	s.st.Stagnant = 0
 	s.st.Batch = batch
 	return true
 }
 
+// endILS ends the epoch: the restart follows, as after a bred epoch. It
+// returns false, for ilsPropose.
+func (s *Search) endILS() bool {
+	s.st.ILS = nil
+	s.st.Stagnant = s.st.Params.Stagnation
+	return false
+}
+
 // climb returns the climber's next config to evaluate, moving at no cost
-// over better configs the run has already measured; false when the epoch
-// is over (enough fruitless local optima, or nothing left to kick from).
+// over better configs the run has already measured; false when it has
+// nothing to propose (no kick can change the run's best, or the moves
+// ran out).
 func (s *Search) climb(c *climber) (proposal, bool) {
 	e := s.st.ILS
 	for range ilsFreeMoves {
 		if c.Config == nil {
-			if e.Fruitless >= ilsFruitless {
-				return proposal{}, false
-			}
 			best := s.bestResult()
 			if best == nil {
 				return proposal{}, false
