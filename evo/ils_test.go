@@ -30,7 +30,7 @@ func ilsBatches(t *testing.T, sp *space.Space, opts Options) [][]proposal {
 func isILS(p proposal) bool { return p.Origin == originKick || p.Origin == originClimb }
 
 // TestILSEpochs checks what an ILS epoch proposes: only after a bred epoch
-// stagnated, whole batches of kicks and climbs, one per climber; every kick
+// stagnated, full batches of kicks and climbs, one per climber; every kick
 // a one-knob change of a config measured before, every climb a one-step
 // neighbour of one; and a restart once the epoch is over. Without ILS there
 // is none.
@@ -52,6 +52,9 @@ func TestILSEpochs(t *testing.T) {
 					}
 				} else if i == 0 || !isILS(batches[i-1][0]) {
 					epochs++
+				}
+				if isILS(b[0]) && len(b) != opts.Population && i != len(batches)-1 {
+					t.Errorf("ILS batch %d holds %d configs, not one per climber (%d): the compile slots would idle", i, len(b), opts.Population)
 				}
 				climbers := map[int]bool{}
 				for j, p := range b {
