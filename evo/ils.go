@@ -16,6 +16,11 @@ const (
 	// has already measured before it proposes one: each move improves, so
 	// it is never reached on a finite space, and no loop can spin.
 	ilsFreeMoves = 1 << 20
+	// ilsFreeOptima bounds the local optima a climber reaches at no cost
+	// (kicks and climbs over configs already measured) before it proposes
+	// one: past it, the neighbourhood of the run's best is spent and the
+	// climber proposes nothing until the epoch ends.
+	ilsFreeOptima = ilsFruitless
 )
 
 // Origins of the ILS epoch's proposals.
@@ -99,12 +104,16 @@ func (s *Search) endILS() bool {
 
 // climb returns the climber's next config to evaluate, moving at no cost
 // over better configs the run has already measured; false when it has
-// nothing to propose (no kick can change the run's best, or the moves
-// ran out).
+// nothing to propose (no kick can change the run's best, or ilsFreeOptima
+// local optima were reached at no cost).
 func (s *Search) climb(c *climber) (proposal, bool) {
 	e := s.st.ILS
+	optima := 0
 	for range ilsFreeMoves {
 		if c.Config == nil {
+			if optima >= ilsFreeOptima {
+				return proposal{}, false
+			}
 			best := s.bestResult()
 			if best == nil {
 				return proposal{}, false
@@ -152,6 +161,7 @@ func (s *Search) climb(c *climber) (proposal, bool) {
 			e.Fruitless++
 		}
 		c.Config = nil
+		optima++
 	}
 	return proposal{}, false
 }
