@@ -118,14 +118,7 @@ func (s *Search) climb(c *climber) (proposal, bool) {
 			if best == nil {
 				return proposal{}, false
 			}
-			layer := space.Micro
-			if s.rng.Float64() < s.st.MacroShare {
-				layer = space.Macro
-			}
-			m, ok := s.space.Mutate(s.rng, best.Config, layer)
-			if !ok {
-				m, ok = s.space.Mutate(s.rng, best.Config, 1-layer)
-			}
+			m, _, ok := s.mutate(best.Config)
 			if !ok {
 				return proposal{}, false
 			}

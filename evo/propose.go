@@ -316,15 +316,7 @@ func (s *Search) child() (proposal, bool) {
 				parent = 0
 			}
 		}
-		layer := space.Micro
-		if s.rng.Float64() < s.st.MacroShare {
-			layer = space.Macro
-		}
-		m, ok := s.space.Mutate(s.rng, c, layer)
-		if !ok {
-			layer = 1 - layer
-			m, ok = s.space.Mutate(s.rng, c, layer)
-		}
+		m, layer, ok := s.mutate(c)
 		if ok && !s.seen[m.Hash()] {
 			return proposal{Config: m, Origin: layerOrigin(layer), Parent: parent}, true
 		}
@@ -337,6 +329,22 @@ func (s *Search) child() (proposal, bool) {
 		return proposal{}, false
 	}
 	return proposal{Config: c.Clone(), Origin: originRandom}, true
+}
+
+// mutate changes one knob of c, of the macro layer with probability
+// MacroShare (the other layer if that one cannot change), and reports the
+// layer it changed; false when no knob can change.
+func (s *Search) mutate(c space.Config) (space.Config, space.Layer, bool) {
+	layer := space.Micro
+	if s.rng.Float64() < s.st.MacroShare {
+		layer = space.Macro
+	}
+	m, ok := s.space.Mutate(s.rng, c, layer)
+	if !ok {
+		layer = 1 - layer
+		m, ok = s.space.Mutate(s.rng, c, layer)
+	}
+	return m, layer, ok
 }
 
 // tournament draws Tournament members with replacement and returns the
