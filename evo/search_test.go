@@ -547,3 +547,61 @@ func TestRestartAfterStagnantGenerations(t *testing.T) {
 		t.Errorf("after restarts the elites are %v, want %d led by the default %s", sum.Elites, opts.Elites, def)
 	}
 }
+
+// TestFewPassingSamplesBeforeBreeding runs where the default passes and
+// almost nothing else does: while the population holds fewer than
+// minBreeders configs and has not restarted, each batch after the first is
+// uniform samples rather than children of the one config that passed; once
+// a second config passes, the search breeds.
+func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
+	sp := gridSpace(3, 3, 5)
+	def := sp.Default().Key()
+	// About one config in 16 passes besides the default.
+	status := func(c space.Config) space.Status {
+		if c.Key() == def || hashOf(c.Key())%16 == 0 {
+			return space.StatusOK
+		}
+		return space.StatusCompileError
+	}
+	sampled, bred := 0, 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		store := newMemStore()
+		opts := DefaultOptions()
+		opts.Seed, opts.MaxEvals = seed, 8*12
+		ev := &fakeEvaluator{objective: landscape(5), status: status}
+		mustRun(t, context.Background(), mustNew(t, sp, ev, store, opts))
+		for _, data := range store.states {
+			var st state
+			if err := json.Unmarshal(data, &st); err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Batch) == 0 {
+				continue
+			}
+			if st.Generation == 0 {
+				if st.Batch[0].Origin != originDefault {
+					t.Errorf("seed %d: the first batch starts with %s, want the default", seed, st.Batch[0].Origin)
+				}
+				continue
+			}
+			if st.Restarts > 0 || slices.ContainsFunc(st.Batch, func(p proposal) bool { return p.Origin == originRestart }) {
+				break
+			}
+			few := len(st.Population) < minBreeders
+			for _, p := range st.Batch {
+				child := p.Origin == originMacro || p.Origin == originMicro
+				switch {
+				case few && child:
+					t.Errorf("seed %d generation %d: a child (%s) bred from a population of %d", seed, st.Generation, p.Origin, len(st.Population))
+				case few && p.Origin == originRandom:
+					sampled++
+				case !few && child:
+					bred++
+				}
+			}
+		}
+	}
+	if sampled == 0 || bred == 0 {
+		t.Errorf("over 8 seeds, %d samples proposed from a population below %d and %d children from one at or above: the test saw only one side", sampled, minBreeders, bred)
+	}
+}
