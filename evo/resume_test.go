@@ -77,14 +77,30 @@ func TestResumeAfterKill(t *testing.T) {
 		screen   int
 		restart  bool
 		interact bool
+		// sparse fails all configs but the default and one in 64, so
+		// that the first generations are samples (minBreeders).
+		sparse bool
 	}
-	variants := []variant{{StrategyEvo, 1, false, false}, {StrategyEvo, 8, false, false}, {StrategyEvo, 8, true, false}}
+	variants := []variant{{StrategyEvo, 1, false, false, false}, {StrategyEvo, 8, false, false, false}, {StrategyEvo, 8, true, false, false}}
 	for _, strategy := range Strategies() {
-		variants = append(variants, variant{strategy, 8, true, true})
+		variants = append(variants, variant{strategy, 8, true, true, false})
+	}
+	variants = append(variants, variant{StrategyEvo, 8, true, true, true})
+	def := sp.Default().Key()
+	sparse := func(c space.Config) space.Status {
+		if c.Key() == def || hashOf(c.Key())%64 == 0 {
+			return space.StatusOK
+		}
+		return space.StatusCompileError
 	}
 	for _, v := range variants {
+		setup := func(ev *fakeEvaluator) {
+			if v.sparse {
+				ev.status = sparse
+			}
+		}
 		for _, parallel := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/interact=%v/parallel=%d", v.strategy, v.screen, v.restart, v.interact, parallel), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/interact=%v/sparse=%v/parallel=%d", v.strategy, v.screen, v.restart, v.interact, v.sparse, parallel), func(t *testing.T) {
 				opts := resumeOptions(v.strategy, parallel)
 				opts.Screen, opts.Restart, opts.Interact = v.screen, v.restart, v.interact
 				if v.strategy == StrategyEvo && v.restart {
@@ -94,11 +110,14 @@ func TestResumeAfterKill(t *testing.T) {
 				}
 				var want trace
 				refStore := newMemStore()
-				sum, gens := incarnation(t, sp, refStore, opts, func(*fakeEvaluator, func()) {})
+				sum, gens := incarnation(t, sp, refStore, opts, func(ev *fakeEvaluator, _ func()) { setup(ev) })
 				want.gens = gens
 				want.finish(sum)
 				if want.stop != StopBudget || want.evals != opts.MaxEvals {
 					t.Fatalf("uninterrupted run stopped by %q after %d evals", want.stop, want.evals)
+				}
+				if sampled := sampledBeforeBreeding(t, refStore); v.strategy == StrategyEvo && sampled != v.sparse {
+					t.Fatalf("uninterrupted run proposed samples in place of children: %v, want %v", sampled, v.sparse)
 				}
 				if restarts := refStore.restarts(t); (restarts > 0) != (v.strategy == StrategyEvo && v.restart) {
 					t.Fatalf("uninterrupted run restarted its population %d times with restart %v", restarts, v.restart)
@@ -126,12 +145,13 @@ func TestResumeAfterKill(t *testing.T) {
 					for cut := 1; cut <= limits[kind]; cut++ {
 						store := newMemStore()
 						first, gens := incarnation(t, sp, store, opts, func(ev *fakeEvaluator, cancel func()) {
+							setup(ev)
 							arm(ev, store, cut, cancel)
 						})
 						if kind == "evaluation" && first.Stop != StopCancelled {
 							t.Fatalf("cut at evaluation %d: first run stopped by %q, not cancelled", cut, first.Stop)
 						}
-						second, more := incarnation(t, sp, store, opts, func(*fakeEvaluator, func()) {})
+						second, more := incarnation(t, sp, store, opts, func(ev *fakeEvaluator, _ func()) { setup(ev) })
 						got := trace{gens: append(gens, more...)}
 						got.finish(second)
 						compareTraces(t, fmt.Sprintf("killed at %s %d", kind, cut), got, want)
@@ -272,4 +292,20 @@ func FuzzRestore(f *testing.F) {
 			t.Fatalf("Run after Restore: %v", err)
 		}
 	})
+}
+
+// sampledBeforeBreeding reports whether a run on store proposed a batch of
+// uniform samples after its first generation and before any restart, as
+// it does while fewer than minBreeders configs have passed.
+func sampledBeforeBreeding(t *testing.T, store *memStore) bool {
+	t.Helper()
+	for g, batch := range store.batches(t) {
+		if slices.ContainsFunc(batch, func(p proposal) bool { return p.Origin == originRestart }) {
+			return false
+		}
+		if g > 0 && !slices.ContainsFunc(batch, func(p proposal) bool { return p.Origin != originRandom }) {
+			return true
+		}
+	}
+	return false
 }
