@@ -180,19 +180,42 @@ func (m *memStore) lastState() []byte {
 // counted again.
 func (m *memStore) batches(t testing.TB) [][]proposal {
 	t.Helper()
+	var out [][]proposal
+	for _, st := range m.proposedStates(t) {
+		out = append(out, st.Batch)
+	}
+	return out
+}
+
+// proposedStates returns every state saved with a batch, in order: the
+// search as it stood when it proposed each generation.
+func (m *memStore) proposedStates(t testing.TB) []state {
+	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out [][]proposal
+	var out []state
 	for _, data := range m.states {
 		var st state
 		if err := json.Unmarshal(data, &st); err != nil {
 			t.Fatal(err)
 		}
 		if len(st.Batch) > 0 {
-			out = append(out, st.Batch)
+			out = append(out, st)
 		}
 	}
 	return out
+}
+
+// fewPass fails every config of sp but its default and about one in
+// every: a space where most configs fail, as in a Kernel Tuner file.
+func fewPass(sp *space.Space, every uint64) func(space.Config) space.Status {
+	def := sp.Default().Key()
+	return func(c space.Config) space.Status {
+		if c.Key() == def || hashOf(c.Key())%every == 0 {
+			return space.StatusOK
+		}
+		return space.StatusCompileError
+	}
 }
 
 // restarts counts the batches that restarted the population.

@@ -86,13 +86,7 @@ func TestResumeAfterKill(t *testing.T) {
 		variants = append(variants, variant{strategy, 8, true, true, false})
 	}
 	variants = append(variants, variant{StrategyEvo, 8, true, true, true})
-	def := sp.Default().Key()
-	sparse := func(c space.Config) space.Status {
-		if c.Key() == def || hashOf(c.Key())%64 == 0 {
-			return space.StatusOK
-		}
-		return space.StatusCompileError
-	}
+	sparse := fewPass(sp, 64)
 	for _, v := range variants {
 		setup := func(ev *fakeEvaluator) {
 			if v.sparse {

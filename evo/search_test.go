@@ -2,7 +2,6 @@ package evo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"slices"
@@ -457,14 +456,7 @@ func TestStagnationInjectsFreshConfigs(t *testing.T) {
 	flat := func(space.Config) float64 { return 5 }
 	mustRun(t, context.Background(), mustNew(t, gridSpace(3, 3, 5), &fakeEvaluator{objective: flat}, store, opts))
 	var injected []int // per proposed generation
-	for _, data := range store.states {
-		var st state
-		if err := json.Unmarshal(data, &st); err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Batch) == 0 {
-			continue
-		}
+	for _, st := range store.proposedStates(t) {
 		n := 0
 		for _, p := range st.Batch {
 			if p.Origin == originInject {
@@ -502,14 +494,7 @@ func TestRestartAfterStagnantGenerations(t *testing.T) {
 	var restarted []int // per generation: configs of origin restart
 	var batches []map[string]bool
 	var pops [][]string // the population when each batch was proposed
-	for _, data := range store.states {
-		var st state
-		if err := json.Unmarshal(data, &st); err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Batch) == 0 {
-			continue
-		}
+	for _, st := range store.proposedStates(t) {
 		n := 0
 		keys := map[string]bool{}
 		for _, p := range st.Batch {
@@ -555,29 +540,14 @@ func TestRestartAfterStagnantGenerations(t *testing.T) {
 // a second config passes, the search breeds.
 func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
 	sp := gridSpace(3, 3, 5)
-	def := sp.Default().Key()
-	// About one config in 16 passes besides the default.
-	status := func(c space.Config) space.Status {
-		if c.Key() == def || hashOf(c.Key())%16 == 0 {
-			return space.StatusOK
-		}
-		return space.StatusCompileError
-	}
 	sampled, bred := 0, 0
 	for seed := uint64(1); seed <= 8; seed++ {
 		store := newMemStore()
 		opts := DefaultOptions()
 		opts.Seed, opts.MaxEvals = seed, 8*12
-		ev := &fakeEvaluator{objective: landscape(5), status: status}
+		ev := &fakeEvaluator{objective: landscape(5), status: fewPass(sp, 16)}
 		mustRun(t, context.Background(), mustNew(t, sp, ev, store, opts))
-		for _, data := range store.states {
-			var st state
-			if err := json.Unmarshal(data, &st); err != nil {
-				t.Fatal(err)
-			}
-			if len(st.Batch) == 0 {
-				continue
-			}
+		for _, st := range store.proposedStates(t) {
 			if st.Generation == 0 {
 				if st.Batch[0].Origin != originDefault {
 					t.Errorf("seed %d: the first batch starts with %s, want the default", seed, st.Batch[0].Origin)
