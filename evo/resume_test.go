@@ -293,11 +293,11 @@ func FuzzRestore(f *testing.F) {
 // it does while fewer than minBreeders configs have passed.
 func sampledBeforeBreeding(t *testing.T, store *memStore) bool {
 	t.Helper()
-	for g, batch := range store.batches(t) {
-		if slices.ContainsFunc(batch, func(p proposal) bool { return p.Origin == originRestart }) {
+	for _, st := range store.proposedStates(t) {
+		if st.Restarts > 0 {
 			return false
 		}
-		if g > 0 && !slices.ContainsFunc(batch, func(p proposal) bool { return p.Origin != originRandom }) {
+		if st.Generation > 0 && !slices.ContainsFunc(st.Batch, func(p proposal) bool { return p.Origin != originRandom }) {
 			return true
 		}
 	}
