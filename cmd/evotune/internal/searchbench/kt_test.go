@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"evotune/evo"
 	"evotune/runner"
 )
 
@@ -28,14 +29,7 @@ const (
 // pinned to 1e-4 (computed independently from the files), so a change in
 // the reader or the protocol shows.
 func TestKTRandomBaselineMatchesPublished(t *testing.T) {
-	data, err := os.ReadFile(ktPublished)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pub PublishedFile
-	if err := json.Unmarshal(data, &pub); err != nil {
-		t.Fatal(err)
-	}
+	pub := readPublishedFile(t, ktPublished)
 	for _, tc := range []struct {
 		path  string
 		exact []float64 // at KTBudgets
@@ -45,18 +39,7 @@ func TestKTRandomBaselineMatchesPublished(t *testing.T) {
 	} {
 		name := KTSpaceName(tc.path)
 		t.Run(name, func(t *testing.T) {
-			kt, err := runner.LoadKTCache(tc.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			full, err := kt.Space(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			land, err := Landscape(context.Background(), kt, full)
-			if err != nil {
-				t.Fatal(err)
-			}
+			land := fullLandscape(t, tc.path)
 			published := pub.Spaces[name]["Random sampling"]
 			if len(published) != len(KTBudgets) {
 				t.Fatalf("published random sampling has %d budgets, want %d", len(published), len(KTBudgets))
@@ -92,14 +75,7 @@ const ktHeldOut = ktDir + "heldout/"
 // copies), out of the bound. The exact figures of two copies are pinned to
 // 1e-4 as well, so that a change to a copy or to the reader shows.
 func TestKTHeldOutRandomNearStudy(t *testing.T) {
-	data, err := os.ReadFile(ktHeldOut + "published.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pub PublishedFile
-	if err := json.Unmarshal(data, &pub); err != nil {
-		t.Fatal(err)
-	}
+	pub := readPublishedFile(t, ktHeldOut+"published.json")
 	// Computed from the copies apart from evotune (the closed form of
 	// sampling without replacement over the full product).
 	pinned := map[string][]float64{
@@ -114,18 +90,7 @@ func TestKTHeldOutRandomNearStudy(t *testing.T) {
 		}
 		checked++
 		t.Run(name, func(t *testing.T) {
-			kt, err := runner.LoadKTCache(ktHeldOut + name + ".json.gz")
-			if err != nil {
-				t.Fatal(err)
-			}
-			full, err := kt.Space(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			land, err := Landscape(context.Background(), kt, full)
-			if err != nil {
-				t.Fatal(err)
-			}
+			land := fullLandscape(t, ktHeldOut+name+".json.gz")
 			sum := 0.0
 			for i, b := range KTBudgets {
 				got := land.RandomFraction(b)
@@ -146,4 +111,37 @@ func TestKTHeldOutRandomNearStudy(t *testing.T) {
 	if checked != 7 {
 		t.Errorf("%d copies with the study's random sampling beside them, want 7", checked)
 	}
+}
+
+// readPublishedFile reads a file of published figures (PublishedFile).
+func readPublishedFile(t *testing.T, path string) PublishedFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pub PublishedFile
+	if err := json.Unmarshal(data, &pub); err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+// fullLandscape is the landscape of a Kernel Tuner cache under the
+// published protocol: the full product of its tune parameters.
+func fullLandscape(t *testing.T, path string) evo.Landscape {
+	t.Helper()
+	kt, err := runner.LoadKTCache(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := kt.Space(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	land, err := Landscape(context.Background(), kt, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return land
 }
