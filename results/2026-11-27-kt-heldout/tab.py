@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-# Tables of results/2026-11-27-kt-heldout: python3 tab.py [--spaces DIR] OUT/LABEL1 OUT/LABEL2
+# Tables of results/2026-11-27-kt-heldout:
+#   python3 tab.py [--spaces DIR] [--published FILE] OUT/LABEL1 OUT/LABEL2
+#   python3 tab.py --versus OUT/BASE1 OUT/BASE2 OUT/TRY1 OUT/TRY2
 # Each argument is a folder of `bench-search --format json` outputs, one per space (seeds 1..50 and
 # 51..100); a space's figure is the mean of the two. Prints, as markdown: every space's evo and exact
 # random mean fraction of the optimum per budget, then the means over the study's held-out spaces
 # and over every space, beside the targets of #15 (the study's best published 17-space means).
 # With --spaces DIR, first a table of the spaces of DIR (their sizes and optima). With --published FILE
 # (spaces -> strategy -> budget -> mean fraction, the study's figures for the strategies whose files
-# are stored), last a table of evo against the best of those strategies on each space.
+# are stored), last a table of evo against the best of those strategies on each space. With --versus,
+# only a table of a try (TRY1, TRY2) beside the defaults (BASE1, BASE2) over the same spaces: the
+# study's spaces and each kind, means and the difference's standard error over spaces.
 import gzip, json, os, sys
 
 B = [25, 50, 100, 200, 400, 800, 1600]
@@ -45,6 +49,34 @@ def spaces(d):
     print()
 
 
+def versus(b1, b2, t1, t2):
+    """A try beside the defaults, per group of spaces (the --ils table of the README)."""
+    mean2 = lambda a, b: {n: [(p + q) / 2 for p, q in zip(a[n][0], b[n][0])] for n in a}
+    base, tried = mean2(load(b1), load(b2)), mean2(load(t1), load(t2))
+    study = sorted(n for n in base if n in STUDY)
+    groups = [(f'the {len(study)} study spaces', study)]
+    for k in ('GEMM', 'convolution', 'pnpoly'):
+        ns = sorted(n for n in base if n.startswith(k))
+        groups.append((f'{k} ({len(ns)})', ns))
+    print('| spaces | | ' + ' | '.join(map(str, B)) + ' |')
+    print('|---|---|' + '---|' * len(B))
+    for title, ns in groups:
+        m = lambda d: [sum(d[n][i] for n in ns) / len(ns) for i in range(len(B))]
+        print(f'| {title} | defaults | {row(m(base))} |')
+        print(f'| | --ils | {row(m(tried))} |')
+        cells = []
+        for i in range(len(B)):
+            d = [tried[n][i] - base[n][i] for n in ns]
+            mu = sum(d) / len(d)
+            se = (sum((x - mu) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+            cells.append(f'{mu:+.3f} ± {se:.3f}')
+        print('| | difference | ' + ' | '.join(cells) + ' |')
+
+
+row = lambda xs: ' | '.join(f'{x:.3f}' for x in xs)
+if sys.argv[1] == '--versus':
+    versus(*sys.argv[2:6])
+    sys.exit()
 pub = None
 while sys.argv[1].startswith('--'):
     if sys.argv[1] == '--spaces':
