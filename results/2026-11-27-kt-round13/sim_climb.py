@@ -1,0 +1,98 @@
+"""Simple strategies under the published protocol (round 13): random sampling, and k uniform samples
+followed by one-knob mutations of the best (one at a time, or 8 together). usage: sim_climb.py FILE.json.gz...
+Prints, per strategy, the mean fraction of the optimum at 25/50 evaluations by kind (seeds 0..299)."""
+import json,gzip,glob,random,sys,statistics as st,os
+def load(f):
+    d=json.load(gzip.open(f))
+    keys=d['tune_params_keys']; tp=d['tune_params']
+    vals=[tp[k] for k in keys]
+    times={}
+    for k,e in d['cache'].items():
+        t=e.get('time')
+        if isinstance(t,(int,float)):
+            times[k]=t
+    idx={}
+    # map key string -> index tuple
+    import itertools
+    strv=[[str(v) for v in vs] for vs in vals]
+    T={}
+    for k,t in times.items():
+        parts=k.split(',')
+        try: T[tuple(strv[i].index(p) for i,p in enumerate(parts))]=t
+        except ValueError: pass
+    return [len(v) for v in vals],T
+def frac(T,best,opt): return opt/best if best else 0.0
+class Run:
+    def __init__(s,n,T,rng,budget):
+        s.n,s.T,s.rng,s.budget=n,T,rng,budget; s.seen={}; s.best=None; s.bestc=None; s.trace=[]
+    def ev(s,c):
+        if c in s.seen: return s.seen[c]
+        if len(s.seen)>=s.budget: raise StopIteration
+        t=s.T.get(c); s.seen[c]=t
+        if t is not None and (s.best is None or t<s.best): s.best,s.bestc=t,c
+        s.trace.append(s.best)
+        return t
+    def rand(s): return tuple(s.rng.randrange(k) for k in s.n)
+def strat_random(r):
+    while True: r.ev(r.rand())
+def strat_rs_then_climb(k, step):
+    def f(r):
+        for _ in range(k): r.ev(r.rand())
+        while True:
+            if r.bestc is None: r.ev(r.rand()); continue
+            c=list(r.bestc); i=r.rng.choice([j for j in range(len(r.n)) if r.n[j]>1])
+            if step:
+                d=r.rng.choice([-1,1]); v=c[i]+d
+                if v<0 or v>=r.n[i]: v=c[i]-d
+            else:
+                v=r.rng.randrange(r.n[i]-1); v+= v>=c[i]
+            c[i]=v; c=tuple(c)
+            if c in r.seen:
+                # try random instead occasionally
+                if r.rng.random()<0.2: r.ev(r.rand())
+                continue
+            r.ev(c)
+    return f
+def strat_batch(k,lam):
+    # k uniform samples, then batches of lam one-knob mutations of the best, proposed together
+    def f(r):
+        for _ in range(k): r.ev(r.rand())
+        while True:
+            if r.bestc is None: r.ev(r.rand()); continue
+            b=r.bestc; batch=[]
+            tries=0
+            while len(batch)<lam and tries<200:
+                tries+=1
+                c=list(b); i=r.rng.choice([j for j in range(len(r.n)) if r.n[j]>1])
+                v=r.rng.randrange(r.n[i]-1); v+= v>=c[i]; c[i]=v; c=tuple(c)
+                if c in r.seen or c in batch: continue
+                batch.append(c)
+            if not batch: batch=[r.rand()]
+            for c in batch: r.ev(c)
+    return f
+def run(strat,n,T,seed,B=50):
+    r=Run(n,T,random.Random(seed),B)
+    try: strat(r)
+    except StopIteration: pass
+    opt=min(T.values())
+    tr=r.trace+[r.trace[-1]]*(B-len(r.trace))
+    return [opt/tr[b-1] if tr[b-1] else 0 for b in (25,50)]
+files=sys.argv[1:]
+strats={'random':strat_random}
+for k in (4,8,12,16):
+    strats['rs%d+mut'%k]=strat_rs_then_climb(k,False)
+    strats['rs%d+step'%k]=strat_rs_then_climb(k,True)
+strats['rs8+b8']=strat_batch(8,8)
+res={}
+for f in files:
+    n,T=load(f); name=os.path.basename(f)[:-8]
+    for sn,s in strats.items():
+        v=[run(s,n,T,seed) for seed in range(300)]
+        res.setdefault(sn,{})[name]=(st.mean(x[0] for x in v),st.mean(x[1] for x in v))
+kinds=['GEMM','convolution','pnpoly']
+for sn in strats:
+    line=sn.ljust(12)
+    for k in kinds:
+        xs=[v for nm,v in res[sn].items() if nm.startswith(k)]
+        line+='  %s %.3f/%.3f'%(k[:4],st.mean(x[0] for x in xs),st.mean(x[1] for x in xs))
+    print(line)
