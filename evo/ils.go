@@ -57,7 +57,7 @@ func (s *Search) ilsPropose() bool {
 		return false
 	}
 	switch {
-	case s.st.ILS == nil && s.st.Stagnant < s.st.Params.Stagnation:
+	case s.st.ILS == nil && s.st.Stagnant < s.st.Params.stagnationLimit():
 		return false
 	case s.st.ILS == nil:
 		s.st.ILS = &ilsEpoch{Climbers: make([]climber, s.st.Params.Population)}
@@ -98,7 +98,7 @@ func (s *Search) ilsPropose() bool {
 // returns false, for ilsPropose.
 func (s *Search) endILS() bool {
 	s.st.ILS = nil
-	s.st.Stagnant = s.st.Params.Stagnation
+	s.st.Stagnant = s.st.Params.stagnationLimit()
 	return false
 }
 

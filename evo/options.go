@@ -39,6 +39,16 @@ type Options struct {
 	// Population is the number of configs proposed in each generation, for
 	// every strategy, and the evo population's size.
 	Population int
+	// Batch is how many children the evo strategy proposes in each bred
+	// generation after the first, at most Population; 0 means Population.
+	// A generation's results are absorbed before the next is proposed, so
+	// a smaller batch breeds and screens each child from more results (one
+	// at a time gained most at 25-100 evaluations on the Kernel Tuner
+	// spaces: evo/NOTES.md, round 13) and keeps fewer evaluations in
+	// flight. The first generation, a restart's fresh batch and the
+	// uniform batches before two configs have passed stay Population, and
+	// stagnation counts Stagnation generations' worth of evaluations.
+	Batch int
 	// Elites is how many of the best OK results the search keeps (K); the
 	// elites are always carried into the next generation.
 	Elites int
@@ -171,6 +181,8 @@ func (o Options) validate() error {
 	switch {
 	case o.Population < 1 || o.Population > maxPopulation:
 		return fmt.Errorf("population must be in [1, %d], got %d", maxPopulation, o.Population)
+	case o.Batch < 0 || o.Batch > o.Population:
+		return fmt.Errorf("batch must be in [0, population=%d] (0: the population), got %d", o.Population, o.Batch)
 	case o.Elites < 1 || o.Elites > o.Population:
 		return fmt.Errorf("elites must be in [1, population=%d], got %d", o.Population, o.Elites)
 	case o.Tournament < 1 || o.Tournament > maxTournament:

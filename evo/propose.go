@@ -30,7 +30,7 @@ func (s *Search) propose() {
 	if s.st.Strategy == StrategyEvo && s.ilsPropose() {
 		return
 	}
-	if s.st.Strategy == StrategyEvo && s.st.Stagnant >= s.st.Params.Stagnation {
+	if s.st.Strategy == StrategyEvo && s.st.Stagnant >= s.st.Params.stagnationLimit() {
 		s.st.Stagnant = 0
 		if s.st.Params.Restart {
 			// The population has exhausted its basin: it starts again
@@ -54,6 +54,11 @@ func (s *Search) propose() {
 		// 11). Until the population holds minBreeders configs, or first
 		// restarts, each batch is uniform samples.
 		inject, origin = n, originRandom
+	}
+	if s.st.Strategy == StrategyEvo && inject == 0 && s.st.Generation > 0 {
+		// A bred generation: Options.Batch children, each bred from
+		// every result absorbed so far.
+		n = s.st.Params.bredBatch()
 	}
 	var batch []proposal
 	counted := 0

@@ -80,12 +80,14 @@ func TestResumeAfterKill(t *testing.T) {
 		// sparse fails all configs but the default and one in 64, so
 		// that the first generations are samples (minBreeders).
 		sparse bool
+		// batch is Options.Batch: bred generations of one child.
+		batch int
 	}
-	variants := []variant{{StrategyEvo, 1, false, false, false}, {StrategyEvo, 8, false, false, false}, {StrategyEvo, 8, true, false, false}}
+	variants := []variant{{StrategyEvo, 1, false, false, false, 0}, {StrategyEvo, 8, false, false, false, 0}, {StrategyEvo, 8, true, false, false, 0}}
 	for _, strategy := range Strategies() {
-		variants = append(variants, variant{strategy, 8, true, true, false})
+		variants = append(variants, variant{strategy, 8, true, true, false, 0})
 	}
-	variants = append(variants, variant{StrategyEvo, 8, true, true, true})
+	variants = append(variants, variant{StrategyEvo, 8, true, true, true, 0}, variant{StrategyEvo, 8, true, true, false, 1})
 	sparse := fewPass(sp, 64)
 	for _, v := range variants {
 		setup := func(ev *fakeEvaluator) {
@@ -94,9 +96,9 @@ func TestResumeAfterKill(t *testing.T) {
 			}
 		}
 		for _, parallel := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/interact=%v/sparse=%v/parallel=%d", v.strategy, v.screen, v.restart, v.interact, v.sparse, parallel), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/screen=%d/restart=%v/interact=%v/sparse=%v/batch=%d/parallel=%d", v.strategy, v.screen, v.restart, v.interact, v.sparse, v.batch, parallel), func(t *testing.T) {
 				opts := resumeOptions(v.strategy, parallel)
-				opts.Screen, opts.Restart, opts.Interact = v.screen, v.restart, v.interact
+				opts.Screen, opts.Restart, opts.Interact, opts.Batch = v.screen, v.restart, v.interact, v.batch
 				if v.strategy == StrategyEvo && v.restart {
 					// Long enough for the population to stagnate and
 					// restart, with kills on either side.

@@ -142,6 +142,7 @@ func New(sp *space.Space, ev Evaluator, store Store, opts Options) (*Search, err
 				Tournament:    opts.Tournament,
 				CrossoverRate: opts.CrossoverRate,
 				Stagnation:    opts.Stagnation,
+				Batch:         opts.Batch,
 				Screen:        opts.Screen,
 				Restart:       opts.Restart,
 				Interact:      opts.Interact,
@@ -174,7 +175,7 @@ func screens(st *state) bool { return st.Strategy == StrategyEvo && st.Params.Sc
 // space and store, so that Run continues it exactly: a batch that was
 // proposed is run again, its configs already in the store answered from
 // there. The state's strategy, seed, population size, elites, tournament
-// size, crossover rate, stagnation, screen and restart replace those of the
+// size, crossover rate, stagnation, batch, screen and restart replace those of the
 // options; the budgets, Parallel, Clock and callbacks stay as given. A
 // state saved before screening existed continues unscreened. Over a store
 // that is a Log, a state that disagrees with the log (it absorbed a config
@@ -191,7 +192,7 @@ func (s *Search) Restore(data []byte) error {
 	opts := s.opts
 	opts.Strategy, opts.Seed = st.Strategy, st.Seed
 	opts.Population, opts.Elites, opts.Tournament = st.Params.Population, st.Params.Elites, st.Params.Tournament
-	opts.CrossoverRate, opts.Stagnation = st.Params.CrossoverRate, st.Params.Stagnation
+	opts.CrossoverRate, opts.Stagnation, opts.Batch = st.Params.CrossoverRate, st.Params.Stagnation, st.Params.Batch
 	if st.Params.Screen == 0 {
 		st.Params.Screen = 1
 	}

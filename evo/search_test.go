@@ -24,6 +24,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"tournament", func(o *Options) { o.Tournament = 0 }, "tournament size"},
 		{"crossover", func(o *Options) { o.CrossoverRate = 1.5 }, "crossover rate must be in [0, 1]"},
 		{"stagnation", func(o *Options) { o.Stagnation = 0 }, "stagnation"},
+		{"batch", func(o *Options) { o.Batch = -1 }, "batch must be in [0, population=8] (0: the population), got -1"},
+		{"batch above population", func(o *Options) { o.Batch = 9 }, "batch must be in [0, population=8]"},
 		{"screen", func(o *Options) { o.Screen = 0 }, "screen must be in [1, 64] candidates per child (1: off), got 0"},
 		{"screen too large", func(o *Options) { o.Screen = 65 }, "screen must be in [1, 64]"},
 		{"parallel", func(o *Options) { o.Parallel = 0 }, "parallel must be at least 1"},
@@ -573,5 +575,52 @@ func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
 	}
 	if sampled == 0 || bred == 0 {
 		t.Errorf("over 8 seeds, %d samples proposed from a population below %d and %d children from one at or above: the test saw only one side", sampled, minBreeders, bred)
+	}
+}
+
+// TestBatchSizesTheBredGenerations checks Options.Batch: the first
+// generation and a restart's fresh batch are Population configs, every
+// bred generation after the first is Batch children, and the population
+// restarts only after Stagnation generations' worth of evaluations
+// without a new best, counted in batches (at least that many batches lie
+// between two restarts).
+func TestBatchSizesTheBredGenerations(t *testing.T) {
+	sp := gridSpace(3, 3, 4)
+	for _, batch := range []int{0, 1, 3} {
+		opts := DefaultOptions()
+		opts.Seed, opts.MaxEvals, opts.Stagnation, opts.Batch = 5, 300, 2, batch
+		p := params{Population: opts.Population, Stagnation: opts.Stagnation, Batch: batch}
+		want := map[int]int{0: opts.Stagnation, 1: 16, 3: 6}[batch]
+		if got := p.stagnationLimit(); got != want {
+			t.Fatalf("batch %d: stagnation limit %d batches, want %d", batch, got, want)
+		}
+		_, store := runTrace(t, sp, &fakeEvaluator{objective: landscape(4)}, opts)
+		states := store.proposedStates(t)
+		bred, restarts, since := 0, 0, 0
+		for i, st := range states {
+			n, last := len(st.Batch), i == len(states)-1
+			switch {
+			case i == 0 || st.Batch[0].Origin == originRestart:
+				if n != opts.Population && !last {
+					t.Fatalf("batch %d, generation %d (%s): %d configs, want the population, %d", batch, st.Generation, st.Batch[0].Origin, n, opts.Population)
+				}
+				if i > 0 {
+					restarts++
+					if since < want {
+						t.Fatalf("batch %d: restart after %d batches, want at least %d", batch, since, want)
+					}
+				}
+				since = 1 // a generation that found no new best counts
+			default:
+				bred++
+				since++
+				if want := p.bredBatch(); n != want && !last {
+					t.Fatalf("batch %d, generation %d: %d children, want %d", batch, st.Generation, n, want)
+				}
+			}
+		}
+		if bred < 10 || restarts == 0 {
+			t.Fatalf("batch %d: %d bred generations and %d restarts in %d evaluations; the test needs both", batch, bred, restarts, opts.MaxEvals)
+		}
 	}
 }

@@ -42,6 +42,9 @@ type params struct {
 	Tournament    int     `json:"tournament"`
 	CrossoverRate float64 `json:"crossover_rate"`
 	Stagnation    int     `json:"stagnation"`
+	// Batch is Options.Batch; 0, as in a state saved before it existed,
+	// means Population.
+	Batch int `json:"batch,omitempty"`
 	// Screen is Options.Screen; 0, in a state saved before screening
 	// existed, means 1 (off), so such a search continues as it began.
 	Screen int `json:"screen,omitempty"`
@@ -81,7 +84,8 @@ type state struct {
 	Micro     LayerStats           `json:"micro"`
 	// MacroShare is the probability that a mutation changes a macro knob.
 	MacroShare float64 `json:"macro_share"`
-	// Stagnant counts generations since the best objective last improved.
+	// Stagnant counts generations (bred batches) since the best objective
+	// last improved; see params.stagnationLimit.
 	Stagnant int `json:"stagnant"`
 	// Restarts counts the population's restarts (Params.Restart). Once
 	// it has restarted, the population keeps the best of its own epoch
@@ -106,4 +110,21 @@ type state struct {
 	// proposed again that the store holds with such a Seq is answered from
 	// there and counted as the evaluation it was, not marked Known.
 	Owned int `json:"owned,omitempty"`
+}
+
+// bredBatch is how many children a bred generation after the first
+// proposes.
+func (p params) bredBatch() int {
+	if p.Batch > 0 {
+		return p.Batch
+	}
+	return p.Population
+}
+
+// stagnationLimit is how many batches without a new best make the evo
+// population stagnant: Stagnation generations' worth of evaluations, in
+// bred batches (rounded up).
+func (p params) stagnationLimit() int {
+	b := p.bredBatch()
+	return (p.Stagnation*p.Population + b - 1) / b
 }

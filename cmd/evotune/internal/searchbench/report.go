@@ -31,8 +31,12 @@ func SearchParams(o evo.Options) string {
 		}
 		return "off"
 	}
-	return fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d, restart %s, interactions %s, ILS %s",
+	s := fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d, restart %s, interactions %s, ILS %s",
 		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen, onOff(o.Restart), onOff(o.Interact), onOff(o.ILS))
+	if o.Batch > 0 {
+		s += fmt.Sprintf(", bred batches of %d", o.Batch)
+	}
+	return s
 }
 
 // A Report is what bench-search prints: the comparison of the strategies

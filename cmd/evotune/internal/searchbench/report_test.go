@@ -72,3 +72,17 @@ func TestReportText(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchParamsNamesTheBatch checks that a report names bred batches
+// only when Options.Batch sets them, so that reports of the defaults read
+// as before.
+func TestSearchParamsNamesTheBatch(t *testing.T) {
+	o := evo.DefaultOptions()
+	if got := SearchParams(o); strings.Contains(got, "batch") {
+		t.Fatalf("defaults: %q names a batch", got)
+	}
+	o.Batch = 1
+	if got := SearchParams(o); !strings.HasSuffix(got, ", bred batches of 1") {
+		t.Fatalf("batch 1: %q does not end with the bred batch", got)
+	}
+}
