@@ -45,9 +45,10 @@ type Options struct {
 	// a smaller batch breeds and screens each child from more results (one
 	// at a time gained most at 25-100 evaluations on the Kernel Tuner
 	// spaces: evo/NOTES.md, round 13) and keeps fewer evaluations in
-	// flight. The first generation, a restart's fresh batch and the
-	// uniform batches before two configs have passed stay Population, and
-	// stagnation counts Stagnation generations' worth of evaluations.
+	// flight. The first generation and every generation that takes fresh
+	// configs (a restart's, a top-up's, the uniform ones before two configs
+	// have passed) stay Population, and stagnation counts Stagnation
+	// generations' worth of evaluations.
 	Batch int
 	// Elites is how many of the best OK results the search keeps (K); the
 	// elites are always carried into the next generation.
@@ -60,7 +61,8 @@ type Options struct {
 	CrossoverRate float64
 	// Stagnation is the number of generations without a new best after
 	// which the evo population takes fresh uniform configs: a quarter of
-	// the next batch, or all of it when Restart is set.
+	// the next batch, or all of it when Restart is set. With a Batch below
+	// Population it is that many generations' worth of evaluations.
 	Stagnation int
 	// Restart makes stagnation restart the evo population instead of
 	// topping it up: the population keeps only its best member, the next

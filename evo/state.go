@@ -84,8 +84,8 @@ type state struct {
 	Micro     LayerStats           `json:"micro"`
 	// MacroShare is the probability that a mutation changes a macro knob.
 	MacroShare float64 `json:"macro_share"`
-	// Stagnant counts generations (bred batches) since the best objective
-	// last improved; see params.stagnationLimit.
+	// Stagnant counts generations (batches, whatever their size) since the
+	// best objective last improved; see params.stagnationLimit.
 	Stagnant int `json:"stagnant"`
 	// Restarts counts the population's restarts (Params.Restart). Once
 	// it has restarted, the population keeps the best of its own epoch
