@@ -58,22 +58,29 @@ def strat_rs_then_climb(k, step):
                 continue
             r.ev(c)
     return f
+def mutate1(r,c):
+    # c with one knob (of two or more values) moved to another value, uniformly
+    c=list(c); i=r.rng.choice([j for j in range(len(r.n)) if r.n[j]>1])
+    v=r.rng.randrange(r.n[i]-1); v+= v>=c[i]; c[i]=v
+    return tuple(c)
+def evaluate_batch(r,lam,tries,make):
+    # up to lam distinct unseen configs from make() in at most tries draws (a sample if none),
+    # evaluated together: none of them sees another's result
+    batch=[]
+    for _ in range(tries):
+        if len(batch)>=lam: break
+        c=make()
+        if c not in r.seen and c not in batch: batch.append(c)
+    if not batch: batch=[r.rand()]
+    for c in batch: r.ev(c)
 def strat_batch(k,lam):
     # k uniform samples, then batches of lam one-knob mutations of the best, proposed together
     def f(r):
         for _ in range(k): r.ev(r.rand())
         while True:
             if r.bestc is None: r.ev(r.rand()); continue
-            b=r.bestc; batch=[]
-            tries=0
-            while len(batch)<lam and tries<200:
-                tries+=1
-                c=list(b); i=r.rng.choice([j for j in range(len(r.n)) if r.n[j]>1])
-                v=r.rng.randrange(r.n[i]-1); v+= v>=c[i]; c[i]=v; c=tuple(c)
-                if c in r.seen or c in batch: continue
-                batch.append(c)
-            if not batch: batch=[r.rand()]
-            for c in batch: r.ev(c)
+            b=r.bestc
+            evaluate_batch(r,lam,200,lambda: mutate1(r,b))
     return f
 def strat_ga(tour,cx,k=8,lam=8,popn=8):
     def f(r):
@@ -83,20 +90,14 @@ def strat_ga(tour,cx,k=8,lam=8,popn=8):
             if len(pop)<2:
                 for _ in range(lam): r.ev(r.rand())
                 continue
-            batch=[]; tries=0
             def pick():
                 return pop[min(r.rng.randrange(len(pop)) for _ in range(tour))][1]
-            while len(batch)<lam and tries<300:
-                tries+=1
+            def child():
                 a=pick()
                 if r.rng.random()<cx:
                     b=pick(); a=tuple(x if r.rng.random()<0.5 else y for x,y in zip(a,b))
-                c=list(a); i=r.rng.choice([j for j in range(len(r.n)) if r.n[j]>1])
-                v=r.rng.randrange(r.n[i]-1); v+= v>=c[i]; c[i]=v; c=tuple(c)
-                if c in r.seen or c in batch: continue
-                batch.append(c)
-            if not batch: batch=[r.rand()]
-            for c in batch: r.ev(c)
+                return mutate1(r,a)
+            evaluate_batch(r,lam,300,child)
     return f
 
 def run(strat,n,T,seed,B,budgets):
