@@ -138,16 +138,25 @@ func NewKTComparison(ctx context.Context, kt *runner.KTCache, path string, valid
 	return k, nil
 }
 
+// loadPublishedFile reads a file of published figures (--kt-published).
+func loadPublishedFile(path string) (PublishedFile, error) {
+	var f PublishedFile
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return f, fmt.Errorf("--kt-published: %w", err)
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, fmt.Errorf("--kt-published %s: %w", path, err)
+	}
+	return f, nil
+}
+
 // readPublished reads the figures for space from a published file and
 // judges evo's means in cmp against the best of them at each budget.
 func readPublished(path, spaceName string, cmp evo.StrategyComparison) (*Published, error) {
-	data, err := os.ReadFile(path)
+	f, err := loadPublishedFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--kt-published: %w", err)
-	}
-	var f PublishedFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("--kt-published %s: %w", path, err)
+		return nil, err
 	}
 	figures, ok := f.Spaces[spaceName]
 	if !ok {

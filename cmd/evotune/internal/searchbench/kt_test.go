@@ -2,7 +2,6 @@ package searchbench
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"strconv"
@@ -116,12 +115,8 @@ func TestKTHeldOutRandomNearStudy(t *testing.T) {
 // readPublishedFile reads a file of published figures (PublishedFile).
 func readPublishedFile(t *testing.T, path string) PublishedFile {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	pub, err := loadPublishedFile(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var pub PublishedFile
-	if err := json.Unmarshal(data, &pub); err != nil {
 		t.Fatal(err)
 	}
 	return pub
