@@ -187,6 +187,12 @@ func (t Trajectory) Reach(target float64) (int, bool) {
 // exhausted), and returns its trajectory. Results are read in proposal
 // order, so the trajectory does not depend on opts.Parallel.
 func RunTrajectory(ctx context.Context, sp *space.Space, ev Evaluator, opts Options) (Trajectory, error) {
+	return runTrajectory(ctx, sp, nil, ev, opts)
+}
+
+// runTrajectory is RunTrajectory with the index of sp's valid configs, or
+// nil to build one when the search needs it.
+func runTrajectory(ctx context.Context, sp *space.Space, valid func() *validIndex, ev Evaluator, opts Options) (Trajectory, error) {
 	if opts.MaxEvals <= 0 {
 		return nil, errors.New("evo: a trajectory needs a budget of evaluations")
 	}
@@ -205,6 +211,7 @@ func RunTrajectory(ctx context.Context, sp *space.Space, ev Evaluator, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	s.sharedValid = valid
 	sum, err := s.Run(ctx)
 	if err != nil {
 		return nil, err
@@ -348,6 +355,9 @@ func CompareStrategies(ctx context.Context, sp *space.Space, ev Evaluator, land 
 			jobs = append(jobs, job{i, seed})
 		}
 	}
+	// The runs share one index of the valid configs, built by the first
+	// that needs it: on a large space, building it was a tenth of a run.
+	valid := sync.OnceValue(func() *validIndex { return newValidIndex(sp) })
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(opts.Workers, 1))
 	for _, j := range jobs {
@@ -356,7 +366,7 @@ func CompareStrategies(ctx context.Context, sp *space.Space, ev Evaluator, land 
 			o.Strategy, o.Seed, o.MaxEvals = opts.Strategies[j.strategy], first+uint64(j.seed), budgets[len(budgets)-1]
 			o.MaxTime, o.OnGeneration, o.OnProgress = 0, nil, nil
 			o.Clock = NewVirtualClock(o.Parallel)
-			traj, err := RunTrajectory(gctx, sp, ev, o)
+			traj, err := runTrajectory(gctx, sp, valid, ev, o)
 			if err != nil {
 				return fmt.Errorf("compare: %s seed %d: %w", o.Strategy, o.Seed, err)
 			}

@@ -222,6 +222,23 @@ func (s *Search) sample(origin string) (proposal, bool) {
 	return proposal{Config: c.Clone(), Origin: origin}, true
 }
 
+// A validIndex lists a space's valid configs in Enumerate order and maps
+// each one's hash to its position. It is read-only once built, so the runs
+// of a comparison share one: building it hashes the whole space.
+type validIndex struct {
+	configs []space.Config
+	pos     map[string]int // config hash → index in configs
+}
+
+func newValidIndex(sp *space.Space) *validIndex {
+	configs := sp.ValidConfigs()
+	ix := &validIndex{configs: configs, pos: make(map[string]int, len(configs))}
+	for i, c := range configs {
+		ix.pos[c.Hash()] = i
+	}
+	return ix
+}
+
 // unseenIndex keeps which of a space's valid configs a search has not
 // seen, in Enumerate order, so that a uniform pick among them costs
 // O(log n) instead of hashing the whole space again: near the end of a
@@ -229,16 +246,16 @@ func (s *Search) sample(origin string) (proposal, bool) {
 // Seen list, which only grows, so it is a function of the state.
 type unseenIndex struct {
 	pos    map[string]int // config hash → index in the valid configs
+	marked []bool         // per index: seen already
 	tree   []int          // Fenwick tree of 1 (unseen) or 0 (seen) per index
 	left   int            // unseen configs
 	synced int            // entries of the state's Seen applied
 }
 
-func newUnseenIndex(valid []space.Config) *unseenIndex {
-	n := len(valid)
-	u := &unseenIndex{pos: make(map[string]int, n), tree: make([]int, n+1), left: n}
-	for i, c := range valid {
-		u.pos[c.Hash()] = i
+func newUnseenIndex(ix *validIndex) *unseenIndex {
+	n := len(ix.configs)
+	u := &unseenIndex{pos: ix.pos, marked: make([]bool, n), tree: make([]int, n+1), left: n}
+	for i := range n {
 		u.tree[i+1]++
 		if j := i + 1 + (i+1)&-(i+1); j <= n {
 			u.tree[j] += u.tree[i+1]
@@ -251,10 +268,10 @@ func newUnseenIndex(valid []space.Config) *unseenIndex {
 func (u *unseenIndex) sync(seen []string) {
 	for _, h := range seen[u.synced:] {
 		i, ok := u.pos[h]
-		if !ok {
+		if !ok || u.marked[i] {
 			continue
 		}
-		delete(u.pos, h) // a hash is marked once
+		u.marked[i] = true // a config is marked once
 		for j := i + 1; j < len(u.tree); j += j & -j {
 			u.tree[j]--
 		}
@@ -281,18 +298,18 @@ func (u *unseenIndex) nth(k int) int {
 // as the k-th of them in Enumerate order; false when none is left.
 func (s *Search) pickUnseen() (space.Config, bool) {
 	if s.unseen == nil {
-		s.unseen = newUnseenIndex(s.validConfigs())
+		s.unseen = newUnseenIndex(s.validIndex())
 	}
 	s.unseen.sync(s.st.Seen)
 	if s.unseen.left == 0 {
 		return nil, false
 	}
-	return s.valid[s.unseen.nth(s.rng.IntN(s.unseen.left))], true
+	return s.valid.configs[s.unseen.nth(s.rng.IntN(s.unseen.left))], true
 }
 
 // enumerated returns the next unseen config in Enumerate order.
 func (s *Search) enumerated() (proposal, bool) {
-	valid := s.validConfigs()
+	valid := s.validIndex().configs
 	for s.st.Cursor < len(valid) {
 		c := valid[s.st.Cursor]
 		s.st.Cursor++
@@ -303,10 +320,15 @@ func (s *Search) enumerated() (proposal, bool) {
 	return proposal{}, false
 }
 
-// validConfigs lists the space's valid configs in Enumerate order, once.
-func (s *Search) validConfigs() []space.Config {
-	if s.valid == nil {
-		s.valid = s.space.ValidConfigs()
+// validIndex returns the index of the space's valid configs, built on
+// first need or given by the comparison the search is part of.
+func (s *Search) validIndex() *validIndex {
+	switch {
+	case s.valid != nil:
+	case s.sharedValid != nil:
+		s.valid = s.sharedValid()
+	default:
+		s.valid = newValidIndex(s.space)
 	}
 	return s.valid
 }

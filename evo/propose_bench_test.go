@@ -50,8 +50,9 @@ func BenchmarkScreenedChild(b *testing.B) {
 // k-th unseen config in Enumerate order, for every k, as Seen grows.
 func TestPickUnseen(t *testing.T) {
 	sp := gridSpace(2, 2, 4, sumBelow(4))
-	valid := sp.ValidConfigs()
-	u := newUnseenIndex(valid)
+	ix := newValidIndex(sp)
+	valid := ix.configs
+	u := newUnseenIndex(ix)
 	var seen []string
 	seenSet := map[string]bool{}
 	rng := rand.New(rand.NewPCG(3, 4))

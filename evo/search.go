@@ -94,7 +94,9 @@ type Search struct {
 	seen   map[string]bool // hashes of configs proposed in this run
 	pop    []member        // best first
 	elites []space.Result  // best first
-	valid  []space.Config  // every valid config in Enumerate order, built on first need
+	valid  *validIndex     // the valid configs in Enumerate order, built on first need
+	// sharedValid, when set, gives valid: the index a comparison's runs share.
+	sharedValid func() *validIndex
 	// unseen tracks which of valid are not seen yet, built on first need.
 	unseen *unseenIndex
 	// feats maps configs to the screening model's features (Screen > 1).
@@ -362,6 +364,12 @@ func (s *Search) stopReason(ctx context.Context) (StopReason, bool) {
 // save brings the elapsed time up to date and hands the state to the store.
 func (s *Search) save() error {
 	s.tick()
+	if _, ok := s.store.(*memoryStore); ok {
+		// A comparison run's store discards states: encoding one for it,
+		// twice a generation, took a third of a run of one-child
+		// generations.
+		return nil
+	}
 	rng, err := s.pcg.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("saving search state: random source: %w", err)
