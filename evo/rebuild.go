@@ -24,25 +24,28 @@ type Log interface {
 // from wherever the caller kept them, never from the options it was created
 // with.
 type Settings struct {
-	Strategy      string         `json:"strategy"`
-	Seed          uint64         `json:"seed"`
-	Population    int            `json:"population"`
-	Elites        int            `json:"elites"`
-	Tournament    int            `json:"tournament"`
-	CrossoverRate float64        `json:"crossover_rate"`
-	Stagnation    int            `json:"stagnation"`
-	Screen        int            `json:"screen"`
-	Restart       bool           `json:"restart,omitempty"`
-	Interact      bool           `json:"interact,omitempty"`
-	ILS           bool           `json:"ils,omitempty"`
-	Seeds         []space.Config `json:"seeds,omitempty"`
+	Strategy      string  `json:"strategy"`
+	Seed          uint64  `json:"seed"`
+	Population    int     `json:"population"`
+	Elites        int     `json:"elites"`
+	Tournament    int     `json:"tournament"`
+	CrossoverRate float64 `json:"crossover_rate"`
+	Stagnation    int     `json:"stagnation"`
+	Screen        int     `json:"screen"`
+	// Batch is Options.Batch; 0 (the population) also in settings
+	// written before it existed.
+	Batch    int            `json:"batch,omitempty"`
+	Restart  bool           `json:"restart,omitempty"`
+	Interact bool           `json:"interact,omitempty"`
+	ILS      bool           `json:"ils,omitempty"`
+	Seeds    []space.Config `json:"seeds,omitempty"`
 }
 
 // Settings returns the settings of o.
 func (o Options) Settings() Settings {
 	return Settings{Strategy: o.Strategy, Seed: o.Seed, Population: o.Population, Elites: o.Elites,
 		Tournament: o.Tournament, CrossoverRate: o.CrossoverRate, Stagnation: o.Stagnation, Screen: o.Screen,
-		Restart: o.Restart, Interact: o.Interact, ILS: o.ILS, Seeds: o.Seeds}
+		Batch: o.Batch, Restart: o.Restart, Interact: o.Interact, ILS: o.ILS, Seeds: o.Seeds}
 }
 
 // WithSettings returns o with the settings of st in place of its own.
@@ -51,6 +54,7 @@ func (o Options) WithSettings(st Settings) Options {
 	o.Population, o.Elites, o.Tournament = st.Population, st.Elites, st.Tournament
 	o.CrossoverRate, o.Stagnation, o.Screen, o.Restart = st.CrossoverRate, st.Stagnation, st.Screen, st.Restart
 	o.Interact, o.ILS = st.Interact, st.ILS
+	o.Batch = st.Batch
 	if o.Screen == 0 {
 		o.Screen = 1 // saved before screening existed
 	}
@@ -72,7 +76,7 @@ func StateSettings(data []byte) (Settings, bool) {
 	p := st.Params
 	return Settings{Strategy: st.Strategy, Seed: st.Seed, Population: p.Population, Elites: p.Elites,
 		Tournament: p.Tournament, CrossoverRate: p.CrossoverRate, Stagnation: p.Stagnation, Screen: max(p.Screen, 1),
-		Restart: p.Restart, Interact: p.Interact, ILS: p.ILS}, true
+		Batch: p.Batch, Restart: p.Restart, Interact: p.Interact, ILS: p.ILS}, true
 }
 
 // Rebuild makes a new search (not yet run) the continuation of the search

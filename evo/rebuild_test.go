@@ -139,23 +139,25 @@ func TestRebuildTwiceKilled(t *testing.T) {
 
 // TestRebuildKeepsSettings: a rebuilt search runs with the settings it is
 // created with, and Settings round-trips through options and a saved state,
-// whichever way restart is set.
+// whichever way restart is set, with bred generations of the population or
+// smaller.
 func TestRebuildKeepsSettings(t *testing.T) {
-	for _, restart := range []bool{false, true} {
+	for i, restart := range []bool{false, true} {
 		opts := resumeOptions(StrategyEvo, 2)
 		opts.Seeds = []space.Config{{"m0": "1"}}
 		opts.Restart = restart
+		opts.Batch = 3 * i
 		st := opts.Settings()
 		from := DefaultOptions()
 		from.Restart = !restart
 		if back := from.WithSettings(st).Settings(); !slices.EqualFunc(back.Seeds, st.Seeds, func(a, b space.Config) bool { return a.Key() == b.Key() }) ||
-			back.Strategy != st.Strategy || back.Seed != st.Seed || back.Population != st.Population || back.Screen != st.Screen || back.Restart != st.Restart {
+			back.Strategy != st.Strategy || back.Seed != st.Seed || back.Population != st.Population || back.Screen != st.Screen || back.Restart != st.Restart || back.Batch != opts.Batch {
 			t.Fatalf("settings %+v came back as %+v", st, back)
 		}
 		store := newMemStore()
 		mustRun(t, context.Background(), mustNew(t, gridSpace(2, 2, 3), &fakeEvaluator{objective: landscape(3)}, store, opts))
 		saved, ok := StateSettings(store.lastState())
-		if !ok || saved.Seed != opts.Seed || saved.Population != opts.Population || saved.Screen != opts.Screen || saved.Elites != opts.Elites || saved.Restart != opts.Restart {
+		if !ok || saved.Seed != opts.Seed || saved.Population != opts.Population || saved.Screen != opts.Screen || saved.Elites != opts.Elites || saved.Restart != opts.Restart || saved.Batch != opts.Batch {
 			t.Fatalf("settings read from the state: %+v (%v), want those of %+v", saved, ok, st)
 		}
 	}

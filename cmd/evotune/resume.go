@@ -122,6 +122,9 @@ func settingsText(s evo.Settings) string {
 	text := fmt.Sprintf("%s strategy, seed %d, population %d, elites %d", s.Strategy, s.Seed, s.Population, s.Elites)
 	if s.Strategy == evo.StrategyEvo {
 		text += fmt.Sprintf(", screen %d", s.Screen)
+		if s.Batch > 0 && s.Batch < s.Population {
+			text += fmt.Sprintf(", bred batches of %d", s.Batch)
+		}
 		if !s.Restart {
 			text += ", no restarts"
 		}

@@ -7,7 +7,8 @@ import (
 )
 
 // TestSettingsText checks that the settings line names what differs from
-// the defaults of an evo search: restarts and interactions off, ILS epochs on.
+// the defaults of an evo search: restarts and interactions off, bred batches
+// below the population, ILS epochs on.
 func TestSettingsText(t *testing.T) {
 	def := evo.DefaultOptions().Settings()
 	noRestart, noInteract, unscreened := def, def, def
@@ -16,6 +17,8 @@ func TestSettingsText(t *testing.T) {
 	unscreened.Screen, unscreened.Interact = 1, false
 	ils, ilsNoRestart := def, noRestart
 	ils.ILS, ilsNoRestart.ILS = true, true
+	batch1, batchAll := def, def
+	batch1.Batch, batchAll.Batch = 1, def.Population
 	for _, tc := range []struct {
 		name string
 		in   evo.Settings
@@ -25,6 +28,8 @@ func TestSettingsText(t *testing.T) {
 		{"no restarts", noRestart, "evo strategy, seed 1, population 8, elites 8, screen 8, no restarts"},
 		{"no interactions", noInteract, "evo strategy, seed 1, population 8, elites 8, screen 8, no interactions"},
 		{"unscreened", unscreened, "evo strategy, seed 1, population 8, elites 8, screen 1"},
+		{"bred batches of 1", batch1, "evo strategy, seed 1, population 8, elites 8, screen 8, bred batches of 1"},
+		{"bred batches of the population", batchAll, "evo strategy, seed 1, population 8, elites 8, screen 8"},
 		{"ILS epochs", ils, "evo strategy, seed 1, population 8, elites 8, screen 8, ILS epochs"},
 		// ILS epochs take the place of restarts: none without them.
 		{"ILS without restarts", ilsNoRestart, "evo strategy, seed 1, population 8, elites 8, screen 8, no restarts"},
