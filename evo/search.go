@@ -562,9 +562,18 @@ func (s *Search) absorb(ctx context.Context, results []space.Result) (Generation
 			return Generation{}, err
 		}
 	}
-	s.st.Macro.update(trials[0], successes[0])
-	s.st.Micro.update(trials[1], successes[1])
-	s.st.MacroShare = macroShare(s.st.Macro, s.st.Micro)
+	s.st.Macro.add(trials[0], successes[0])
+	s.st.Micro.add(trials[1], successes[1])
+	// The rates move once a population's worth of evaluations: with
+	// batches of one, each move on a single trial swung the share to and
+	// fro around its start.
+	s.st.LayerEvals += len(s.st.Batch)
+	if s.st.LayerEvals >= s.st.Params.Population {
+		s.st.Macro.update()
+		s.st.Micro.update()
+		s.st.MacroShare = macroShare(s.st.Macro, s.st.Micro)
+		s.st.LayerEvals = 0
+	}
 	after := s.bestResult()
 	if after != nil && (before == nil || compareResults(*after, *before) < 0) {
 		s.st.Stagnant = 0

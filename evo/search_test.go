@@ -3,6 +3,7 @@ package evo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -352,12 +353,16 @@ func TestLayerShareFollowsImprovements(t *testing.T) {
 	const seeds = 8
 	for _, tt := range []struct {
 		prefix string
+		batch  int
 		lo, hi float64 // bounds on the mean macro share
 	}{
-		{"u", 0, 0.42},
-		{"m", 0.58, 1},
+		{"u", 0, 0, 0.42},
+		{"m", 0, 0.58, 1},
+		// Bred one at a time, the rates move once every 24 children.
+		{"u", 1, 0, 0.42},
+		{"m", 1, 0.58, 1},
 	} {
-		t.Run("only "+tt.prefix, func(t *testing.T) {
+		t.Run(fmt.Sprintf("only %s, batch %d", tt.prefix, tt.batch), func(t *testing.T) {
 			var shareSum float64
 			var shares int
 			var useful, useless LayerStats
@@ -366,7 +371,7 @@ func TestLayerShareFollowsImprovements(t *testing.T) {
 				// Generations of 24 give each layer enough trials per
 				// generation for its rate to tell the layers apart.
 				opts.Population, opts.Elites = 24, 8
-				opts.Seed, opts.MaxEvals = seed, 24*7
+				opts.Seed, opts.MaxEvals, opts.Batch = seed, 24*7, tt.batch
 				// Unscreened: the test is of the layer credit alone. A
 				// screen prefers a neutral mutation of the layer that
 				// cannot matter to one of the other layer that its model

@@ -84,6 +84,9 @@ type state struct {
 	Micro     LayerStats           `json:"micro"`
 	// MacroShare is the probability that a mutation changes a macro knob.
 	MacroShare float64 `json:"macro_share"`
+	// LayerEvals counts the configs absorbed since the layers' rates last
+	// moved; they move once it reaches the population.
+	LayerEvals int `json:"layer_evals,omitempty"`
 	// Stagnant counts generations (batches, whatever their size) since the
 	// best objective last improved; see params.stagnationLimit.
 	Stagnant int `json:"stagnant"`
