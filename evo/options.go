@@ -43,9 +43,11 @@ type Options struct {
 	// generation after the first, at most Population; 0 means Population.
 	// A generation's results are absorbed before the next is proposed, so
 	// a smaller batch breeds and screens each child from more results (one
-	// at a time gained most at 25-100 evaluations on the Kernel Tuner
-	// spaces: evo/NOTES.md, round 13) and keeps fewer evaluations in
-	// flight. The first generation and every generation that takes fresh
+	// at a time, the default, gained most at 25-100 evaluations on the
+	// Kernel Tuner spaces: evo/NOTES.md, rounds 13 and 14) and keeps fewer
+	// evaluations in flight: with Parallel above it, evaluation slots idle,
+	// so a caller that evaluates several at once sets it to that many
+	// (tune does). The first generation and every generation that takes fresh
 	// configs (a restart's, a top-up's, the uniform ones before two configs
 	// have passed) stay Population, and stagnation counts Stagnation
 	// generations' worth of evaluations.
@@ -54,7 +56,9 @@ type Options struct {
 	// elites are always carried into the next generation.
 	Elites int
 	// Tournament is the number of population members drawn (with
-	// replacement) to pick each parent; the best of them wins.
+	// replacement) to pick each parent; the best of them wins. The default
+	// 8, with a population of 8, makes the best member a parent about two
+	// times in three (evo/NOTES.md, round 13).
 	Tournament int
 	// CrossoverRate is the probability that a child is made by uniform
 	// crossover of two parents before it is mutated.
@@ -77,7 +81,9 @@ type Options struct {
 	// Screen is how many candidates the evo strategy breeds for each child
 	// it proposes: a model fitted to the results absorbed so far rates
 	// them, and the best rated is proposed (see surrogate.go). 1 turns
-	// screening off. Breeding and rating cost no evaluation.
+	// screening off. Breeding and rating cost no evaluation. The default
+	// 4 trusts the model less than 8 did with children bred one at a time
+	// (evo/NOTES.md, round 14).
 	Screen int
 	// Interact adds to the screening model one feature for each pair of
 	// knobs (of two or more values) that are not both macro knobs: the
@@ -152,14 +158,34 @@ func DefaultOptions() Options {
 		Seed:          1,
 		Population:    8,
 		Elites:        8,
-		Tournament:    3,
+		Batch:         1,
+		Tournament:    8,
 		CrossoverRate: 0.5,
 		Stagnation:    4,
-		Screen:        8,
+		Screen:        4,
 		Restart:       true,
 		Interact:      true,
 		Parallel:      1,
 	}
+}
+
+// DefaultOptionsInFlight returns the defaults for a search that keeps
+// parallel evaluations in flight. One at a time (parallel ≤ 1) they are
+// DefaultOptions: each child bred from every result before it. With more,
+// each generation is bred whole, so that no evaluation slot idles: the
+// population is raised to parallel, and the tournament and screen are the
+// ones chosen for whole generations (3 and 8), which did better there than
+// the one-at-a-time 8 and 4 on evotune's recordings (evo/NOTES.md, round
+// 14).
+func DefaultOptionsInFlight(parallel int) Options {
+	o := DefaultOptions()
+	if parallel <= 1 {
+		return o
+	}
+	o.Parallel = parallel
+	o.Population = max(o.Population, parallel)
+	o.Batch, o.Tournament, o.Screen = 0, 3, 8
+	return o
 }
 
 // Upper bounds that keep a search's work per generation sane whatever the

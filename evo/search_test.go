@@ -226,6 +226,7 @@ func TestBudgetByEvals(t *testing.T) {
 			ev := &fakeEvaluator{objective: landscape(5)}
 			opts := DefaultOptions()
 			opts.Strategy, opts.Population, opts.MaxEvals, opts.Parallel = strategy, 8, 37, 3
+			opts.Batch = 0 // whole generations, so that the budget cuts the last one short
 			tr, store := runTrace(t, gridSpace(3, 3, 5), ev, opts)
 			if tr.stop != StopBudget || tr.evals != 37 || len(ev.callKeys()) != 37 || len(store.log) != 37 {
 				t.Errorf("stop %q after %d evals (%d calls, %d recorded), want budget after 37", tr.stop, tr.evals, len(ev.callKeys()), len(store.log))
@@ -264,6 +265,7 @@ func TestBudgetByVirtualTime(t *testing.T) {
 		ev := &constCost{fakeEvaluator: fakeEvaluator{objective: landscape(5)}, seconds: 10}
 		opts := DefaultOptions()
 		opts.Population, opts.Parallel, opts.MaxTime = 8, tt.parallel, tt.maxTime
+		opts.Batch = 0 // generations of 8, as the wanted counts are
 		opts.Clock = NewVirtualClock(tt.parallel)
 		sum := mustRun(t, context.Background(), mustNew(t, gridSpace(3, 3, 5), ev, newMemStore(), opts))
 		wantElapsed := time.Duration(tt.wantEvals) * 10 * time.Second / time.Duration(tt.parallel)
@@ -352,17 +354,22 @@ func TestLayerShareFollowsImprovements(t *testing.T) {
 	}
 	const seeds = 8
 	for _, tt := range []struct {
-		prefix string
-		batch  int
-		lo, hi float64 // bounds on the mean macro share
+		prefix            string
+		batch, tournament int
+		lo, hi            float64 // bounds on the mean macro share
 	}{
-		{"u", 0, 0, 0.42},
-		{"m", 0, 0.58, 1},
+		{"u", 0, 3, 0, 0.42},
+		{"m", 0, 3, 0.58, 1},
 		// Bred one at a time, the rates move once every 24 children.
-		{"u", 1, 0, 0.42},
-		{"m", 1, 0.58, 1},
+		{"u", 1, 3, 0, 0.42},
+		{"m", 1, 3, 0.58, 1},
+		// The default tournament makes the best member the parent of most
+		// children: improving on it is rarer in either layer, so the rates
+		// and the share move less, but the same way.
+		{"u", 1, 8, 0, 0.49},
+		{"m", 1, 8, 0.51, 1},
 	} {
-		t.Run(fmt.Sprintf("only %s, batch %d", tt.prefix, tt.batch), func(t *testing.T) {
+		t.Run(fmt.Sprintf("only %s, batch %d, tournament %d", tt.prefix, tt.batch, tt.tournament), func(t *testing.T) {
 			var shareSum float64
 			var shares int
 			var useful, useless LayerStats
@@ -371,7 +378,7 @@ func TestLayerShareFollowsImprovements(t *testing.T) {
 				// Generations of 24 give each layer enough trials per
 				// generation for its rate to tell the layers apart.
 				opts.Population, opts.Elites = 24, 8
-				opts.Seed, opts.MaxEvals, opts.Batch = seed, 24*7, tt.batch
+				opts.Seed, opts.MaxEvals, opts.Batch, opts.Tournament = seed, 24*7, tt.batch, tt.tournament
 				// Unscreened: the test is of the layer credit alone. A
 				// screen prefers a neutral mutation of the layer that
 				// cannot matter to one of the other layer that its model
@@ -460,6 +467,7 @@ func TestStagnationInjectsFreshConfigs(t *testing.T) {
 	store := newMemStore()
 	opts := DefaultOptions()
 	opts.Population, opts.Stagnation, opts.Restart, opts.MaxEvals = 8, 2, false, 8*7
+	opts.Batch = 0 // generations of 8: the test counts generations
 	flat := func(space.Config) float64 { return 5 }
 	mustRun(t, context.Background(), mustNew(t, gridSpace(3, 3, 5), &fakeEvaluator{objective: flat}, store, opts))
 	var injected []int // per proposed generation
@@ -489,6 +497,7 @@ func TestRestartAfterStagnantGenerations(t *testing.T) {
 	store := newMemStore()
 	opts := DefaultOptions()
 	opts.Population, opts.Elites, opts.Stagnation, opts.Restart, opts.MaxEvals = 8, 8, 2, true, 8*8
+	opts.Batch = 0 // generations of 8: the test counts generations
 	sp := gridSpace(3, 3, 5)
 	def := sp.Default().Key()
 	obj := func(c space.Config) float64 {

@@ -176,7 +176,7 @@ func (o *benchSearchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Search.Population, "population", o.Search.Population, "evo: configs in each generation")
 	fs.IntVar(&o.Search.Elites, "elites", o.Search.Elites, "evo: elites carried into every generation")
 	fs.IntVar(&o.Search.Tournament, "tournament", o.Search.Tournament, "evo: members drawn to pick each parent")
-	fs.IntVar(&o.Search.Batch, "batch", o.Search.Batch, "evo: children proposed in each bred generation after the first (0: the population; 1: each child bred from every result before it)")
+	fs.IntVar(&o.Search.Batch, "batch", o.Search.Batch, "evo: children proposed in each bred generation after the first (1: each child bred from every result before it; 0: the population)")
 	fs.Float64Var(&o.Search.CrossoverRate, "crossover", o.Search.CrossoverRate, "evo: probability that a child is a crossover")
 	fs.IntVar(&o.Search.Stagnation, "stagnation", o.Search.Stagnation, "evo: generations without a new best before fresh configs are taken (see --restart)")
 	fs.BoolVar(&o.Search.Restart, "restart", o.Search.Restart, "evo: on stagnation, restart the population from its best and a batch of fresh configs (--restart=false: inject a quarter batch of fresh configs instead)")

@@ -255,9 +255,10 @@ func TestBenchSearchUsageErrors(t *testing.T) {
 		})
 	}
 	// tune takes the same --screen, checked the same way.
-	_, stderr, code := runCLI(t, "tune", "--replay", path, "--archive", filepath.Join(t.TempDir(), "a"), "--screen", "0")
+	// (0 is its default there: 4 or 8, by the candidates in flight.)
+	_, stderr, code := runCLI(t, "tune", "--replay", path, "--archive", filepath.Join(t.TempDir(), "a"), "--screen", "65")
 	if want := "--screen must be in [1, 64]"; code != exitUsage || !strings.Contains(stderr, want) {
-		t.Errorf("tune --screen 0: exit %d, stderr %q; want exit %d naming %q", code, stderr, exitUsage, want)
+		t.Errorf("tune --screen 65: exit %d, stderr %q; want exit %d naming %q", code, stderr, exitUsage, want)
 	}
 	_, stderr, code = runCLI(t, "bench-search", "--replay", filepath.Join(t.TempDir(), "absent.jsonl"))
 	if code != exitError || !strings.Contains(stderr, "bench-search --replay") {

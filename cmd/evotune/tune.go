@@ -65,7 +65,7 @@ func defaultTuneOptions() tuneOptions {
 		Parallel:      0, // auto: see backend.parallel
 		Population:    0, // auto: see tuneOptions.evoOptions
 		Elites:        evo.DefaultOptions().Elites,
-		Screen:        evo.DefaultOptions().Screen,
+		Screen:        0, // the search's default for its batches
 		Restart:       evo.DefaultOptions().Restart,
 		Interact:      evo.DefaultOptions().Interact,
 		ILS:           evo.DefaultOptions().ILS,
@@ -210,10 +210,10 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the search's random number generator")
 	fs.IntVar(&o.Evals, "evals", o.Evals, "stop after this many evaluations in total, resumed runs included (0: no limit)")
 	fs.DurationVar(&o.Budget, "budget", o.Budget, "stop when the search has run this long in total, resumed runs included, e.g. 8h (0: no limit)")
-	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "candidates in flight at once (0: on a GPU, the nvcc jobs plus two per GPU; with --replay, 4)")
+	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "candidates in flight at once (0: on a GPU, the nvcc jobs plus two per GPU; with --replay, 4; with --kt-cache, 1); with 1, evo breeds each child from every result before it, with more whole generations")
 	fs.IntVar(&o.Population, "population", o.Population, "configs proposed in each generation (0: the search's default, raised to --parallel)")
 	fs.IntVar(&o.Elites, "elites", o.Elites, "elites kept and reported (top K)")
-	fs.IntVar(&o.Screen, "screen", o.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best evaluated (1: off)")
+	fs.IntVar(&o.Screen, "screen", o.Screen, "evo: candidates bred for each child, the one a model of the results so far rates best evaluated (1: off; 0: 4 with one in flight, 8 with more)")
 	fs.BoolVar(&o.Restart, "restart", o.Restart, "evo: on stagnation, restart the population from its best and a batch of fresh configs (--restart=false: inject a quarter batch of fresh configs instead)")
 	fs.BoolVar(&o.Interact, "interact", o.Interact, interactUsage)
 	fs.BoolVar(&o.ILS, "ils", o.ILS, ilsUsage)
@@ -233,16 +233,16 @@ func (o *tuneOptions) register(fs *pflag.FlagSet) {
 
 // evoOptions turns the flags into the search's options.
 func (o tuneOptions) evoOptions(clock evo.Clock, shown *progress.Reporter) evo.Options {
-	eo := evo.DefaultOptions()
+	// The search's own defaults breed one child at a time, which learns
+	// the most from each result but would leave every other compile and
+	// timing slot idle: with several in flight, generations are bred
+	// whole, at least as many as are in flight.
+	eo := evo.DefaultOptionsInFlight(o.Parallel)
 	eo.Strategy, eo.Seed = o.Strategy, o.Seed
-	eo.Population, eo.Elites, eo.Parallel, eo.Screen = o.Population, o.Elites, o.Parallel, o.Screen
+	eo.Elites, eo.Parallel = o.Elites, o.Parallel
+	eo.Population = cmp.Or(o.Population, eo.Population)
+	eo.Screen = cmp.Or(o.Screen, eo.Screen)
 	eo.Restart, eo.Interact, eo.ILS = o.Restart, o.Interact, o.ILS
-	if eo.Population == 0 {
-		// The search's own default is tuned for evaluations to the optimum;
-		// a generation smaller than the candidates the machine can keep in
-		// flight would leave compile slots idle, so it is raised to that.
-		eo.Population = max(evo.DefaultOptions().Population, eo.Parallel)
-	}
 	eo.MaxEvals, eo.MaxTime = o.Evals, o.Budget
 	eo.Clock = clock
 	if shown != nil {
@@ -271,8 +271,13 @@ type backend struct {
 }
 
 // replayParallel is the candidates in flight of a replayed search when
-// --parallel is 0: the virtual clock divides recorded costs by it.
-const replayParallel = 4
+// --parallel is 0: the virtual clock divides recorded costs by it. A
+// Kernel Tuner cache is searched one evaluation at a time, as the
+// published protocol and bench-search do (ktParallel).
+const (
+	replayParallel = 4
+	ktParallel     = 1
+)
 
 // ilsUsage is the help of --ils, on tune and bench-search.
 const ilsUsage = "evo: when a bred epoch stagnates, climb from kicks of the best over one-step neighbours (the next value below or above of one knob) before the restart"
@@ -314,14 +319,19 @@ func replayBackend(c *cli, opts tuneOptions, prob space.Problem, problemSet bool
 	if err != nil {
 		return backend{}, err
 	}
+	parallel := replayParallel
+	if opts.KTCache != "" {
+		parallel = ktParallel
+	}
+	parallel = cmp.Or(opts.Parallel, parallel)
 	return backend{
 		name:     "replay " + filepath.Base(rs.path),
 		problem:  rs.problem,
 		space:    rs.space,
 		eval:     rs.eval,
 		env:      rs.env,
-		clock:    evo.NewVirtualClock(cmp.Or(opts.Parallel, replayParallel)),
-		parallel: cmp.Or(opts.Parallel, replayParallel),
+		clock:    evo.NewVirtualClock(parallel),
+		parallel: parallel,
 		close:    func() error { return nil },
 	}, nil
 }
@@ -515,8 +525,8 @@ func (o tuneOptions) validate(evalsSet bool) error {
 		return usagef("tune", "--elites must be positive")
 	case o.Population != 0 && o.Elites > o.Population:
 		return usagef("tune", "--elites %d exceeds --population %d", o.Elites, o.Population)
-	case o.Screen < 1 || o.Screen > evo.MaxScreen:
-		return usagef("tune", "--screen must be in [1, %d] candidates per child (1: off), got %d", evo.MaxScreen, o.Screen)
+	case o.Screen < 0 || o.Screen > evo.MaxScreen:
+		return usagef("tune", "--screen must be in [1, %d] candidates per child (1: off; 0: the default), got %d", evo.MaxScreen, o.Screen)
 	case o.Jobs < 0:
 		return usagef("tune", "--jobs must not be negative")
 	case o.ProgressEvery <= 0:

@@ -320,20 +320,33 @@ func readArchive(t *testing.T, dir string) *elites.Archive {
 	return a
 }
 
+// TestTunePopulationFollowsParallel: with several candidates in flight,
+// tune breeds whole generations of at least that many, with the tournament
+// and screen chosen for them; with one, the search's own defaults (each
+// child bred from every result before it). Explicit flags are kept.
 func TestTunePopulationFollowsParallel(t *testing.T) {
-	def := evo.DefaultOptions().Population
+	def := evo.DefaultOptions()
 	tests := []struct {
-		parallel, population, want int
+		parallel, population, screen        int
+		wantPop, wantBatch, wantTour, wantS int
 	}{
-		{replayParallel, 0, max(def, replayParallel)}, // replay: the search's own default
-		{def + 10, 0, def + 10},                       // a GPU machine keeping more in flight
-		{def + 10, 3, 3},                              // an explicit --population is kept
+		{ktParallel, 0, 0, def.Population, 1, def.Tournament, def.Screen},    // a Kernel Tuner cache: the search's own defaults
+		{replayParallel, 0, 0, max(def.Population, replayParallel), 0, 3, 8}, // replay: whole generations
+		{def.Population + 10, 0, 0, def.Population + 10, 0, 3, 8},            // a GPU machine keeping more in flight
+		{def.Population + 10, 12, 0, 12, 0, 3, 8},                            // an explicit --population is kept
+		{def.Population + 10, 0, 5, def.Population + 10, 0, 3, 5},            // and an explicit --screen
+		{1, 12, 2, 12, 1, def.Tournament, 2},                                 // one at a time, whatever the population
 	}
 	for _, tt := range tests {
 		o := defaultTuneOptions()
-		o.Parallel, o.Population = tt.parallel, tt.population
-		if got := o.evoOptions(evo.WallClock{}, nil).Population; got != tt.want {
-			t.Errorf("--parallel %d --population %d: population %d, want %d", tt.parallel, tt.population, got, tt.want)
+		o.Parallel, o.Population, o.Screen = tt.parallel, tt.population, tt.screen
+		eo := o.evoOptions(evo.WallClock{}, nil)
+		if eo.Population != tt.wantPop || eo.Batch != tt.wantBatch || eo.Tournament != tt.wantTour || eo.Screen != tt.wantS {
+			t.Errorf("--parallel %d --population %d --screen %d: population %d, batch %d, tournament %d, screen %d; want %d, %d, %d, %d",
+				tt.parallel, tt.population, tt.screen, eo.Population, eo.Batch, eo.Tournament, eo.Screen, tt.wantPop, tt.wantBatch, tt.wantTour, tt.wantS)
+		}
+		if err := eo.Validate(); err != nil {
+			t.Errorf("--parallel %d --population %d: %v", tt.parallel, tt.population, err)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func SearchParams(o evo.Options) string {
 	}
 	s := fmt.Sprintf("population %d, elites %d, tournament %d, crossover %g, stagnation %d, screen %d, restart %s, interactions %s, ILS %s",
 		o.Population, o.Elites, o.Tournament, o.CrossoverRate, o.Stagnation, o.Screen, onOff(o.Restart), onOff(o.Interact), onOff(o.ILS))
-	if o.Batch > 0 {
+	if o.Batch > 0 && o.Batch < o.Population {
 		s += fmt.Sprintf(", bred batches of %d", o.Batch)
 	}
 	return s

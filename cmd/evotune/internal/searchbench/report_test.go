@@ -78,11 +78,13 @@ func TestReportText(t *testing.T) {
 // as before.
 func TestSearchParamsNamesTheBatch(t *testing.T) {
 	o := evo.DefaultOptions()
-	if got := SearchParams(o); strings.Contains(got, "batch") {
-		t.Fatalf("defaults: %q names a batch", got)
-	}
-	o.Batch = 1
 	if got := SearchParams(o); !strings.HasSuffix(got, ", bred batches of 1") {
-		t.Fatalf("batch 1: %q does not end with the bred batch", got)
+		t.Fatalf("defaults: %q does not end with the bred batch", got)
+	}
+	for _, b := range []int{0, o.Population} {
+		o.Batch = b
+		if got := SearchParams(o); strings.Contains(got, "batch") {
+			t.Fatalf("batch %d (whole generations): %q names a batch", b, got)
+		}
 	}
 }
