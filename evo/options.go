@@ -142,10 +142,14 @@ type Options struct {
 }
 
 // DefaultOptions returns the default options: the evo strategy with a
-// population of 8, 8 elites (the top K), tournaments of 3, crossover rate
-// 0.5, a screen of 8 with ordinal interactions in its model, a restart
-// from fresh configs after 4 stagnant generations, no ILS epochs, one
-// evaluation at a time and no budget. The population and elites were chosen with
+// population of 8, 8 elites (the top K), children bred one at a time
+// (Batch 1), tournaments of 8, crossover rate 0.5, a screen of 4 with
+// ordinal interactions in its model, a restart from fresh configs after
+// 4 stagnant generations' worth of evaluations, no ILS epochs, one
+// evaluation at a time and no budget. The batch, tournament and screen
+// were chosen on Kernel Tuner spaces and checked on the recordings
+// (evo/NOTES.md, rounds 13 and 14); DefaultOptionsInFlight has the
+// defaults for several evaluations at once. The population and elites were chosen with
 // bench-search on the H100 recording and the synthetic file, the restart
 // on those and on public Kernel Tuner spaces (evo/NOTES.md, round 5), the
 // interactions on those and on held-out subspaces of Kernel Tuner files
