@@ -549,6 +549,44 @@ func TestRestartAfterStagnantGenerations(t *testing.T) {
 	}
 }
 
+// TestPlaceholderDefaultsAreNotProposed: a space whose defaults are
+// stand-ins (a Kernel Tuner file's first values) starts from uniform
+// samples, never from its default, which a space with a chosen default
+// proposes first.
+func TestPlaceholderDefaultsAreNotProposed(t *testing.T) {
+	for _, placeholder := range []bool{false, true} {
+		sp := gridSpace(3, 3, 5)
+		sp.PlaceholderDefaults = placeholder
+		for seed := uint64(1); seed <= 4; seed++ {
+			store := newMemStore()
+			opts := DefaultOptions()
+			opts.Seed, opts.MaxEvals = seed, 40
+			// Every config fails: the search keeps asking for a config
+			// to start from, which is where the default is proposed.
+			ev := &fakeEvaluator{objective: landscape(5), status: func(space.Config) space.Status { return space.StatusCompileError }}
+			mustRun(t, context.Background(), mustNew(t, sp, ev, store, opts))
+			states := store.proposedStates(t)
+			first := states[0].Batch[0]
+			defaults := 0
+			for _, st := range states {
+				for _, p := range st.Batch {
+					if p.Origin == originDefault {
+						defaults++
+					}
+				}
+			}
+			switch {
+			case placeholder && defaults > 0:
+				t.Errorf("seed %d: placeholder defaults proposed %d times", seed, defaults)
+			case placeholder && first.Origin != originRandom:
+				t.Errorf("seed %d: placeholder defaults: the first proposal is %s, want a uniform sample", seed, first.Origin)
+			case !placeholder && (first.Origin != originDefault || first.Config.Key() != sp.Default().Key()):
+				t.Errorf("seed %d: the first proposal is %s (%s), want the default", seed, first.Config.Key(), first.Origin)
+			}
+		}
+	}
+}
+
 // TestFewPassingSamplesBeforeBreeding runs where the default passes and
 // almost nothing else does: while the population holds fewer than
 // minBreeders configs and has not restarted, each batch after the first is

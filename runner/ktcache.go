@@ -310,12 +310,13 @@ func (k *KTCache) Skipped() int { return k.skipped }
 
 // Space returns the full Cartesian product of the tune parameters as a
 // space: one knob per parameter, in the file's order, its values as
-// listed, its default the first of them, and no constraint. A file has
+// listed, the first of them standing in for a default that the file does
+// not have (space.Space.PlaceholderDefaults), and no constraint. A file has
 // no notion of layers: the knobs named in macro are macro knobs, the
 // others micro. It refuses a name in macro that is not a parameter, and a
 // parameter name or value that cannot be a knob's.
 func (k *KTCache) Space(macro []string) (*space.Space, error) {
-	sp := &space.Space{Family: KTFamilyPrefix + k.kernel}
+	sp := &space.Space{Family: KTFamilyPrefix + k.kernel, PlaceholderDefaults: true}
 	for _, m := range macro {
 		if !slices.ContainsFunc(k.params, func(p KTParam) bool { return p.Name == m }) {
 			names := make([]string, len(k.params))

@@ -57,6 +57,11 @@ func TestLoadKTCacheSpaces(t *testing.T) {
 			if got := len(k.Valid()); uint64(got) != tc.good {
 				t.Errorf("Valid lists %d configs, want %d", got, tc.good)
 			}
+			// The first values stand in for a default the file lacks, in
+			// the restricted space too: a search does not start there.
+			if !sp.PlaceholderDefaults || !sp.Restrict(k.Valid()).PlaceholderDefaults {
+				t.Errorf("the space's first values are not marked as placeholder defaults")
+			}
 			// Restricted to the valid set, the space holds exactly those.
 			if _, v := sp.Restrict(k.Valid()).Size(); v != tc.good {
 				t.Errorf("restricted space holds %d configs, want %d", v, tc.good)

@@ -61,6 +61,11 @@ type Space struct {
 	Knobs       []Knob
 	Constraints []Constraint
 	Defines     []Define
+	// PlaceholderDefaults is set when the knobs' defaults are not a chosen
+	// config but stand-ins that Knob.Default needs (a Kernel Tuner file
+	// lists each parameter's values and no default, so the first value
+	// stands in): a search then does not start from Default.
+	PlaceholderDefaults bool
 	// members, when set by Restrict, is the explicit list of the space's
 	// configs; nil for a dense space, whose configs are all that pass the
 	// constraints.
