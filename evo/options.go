@@ -46,8 +46,8 @@ type Options struct {
 	// at a time, the default, gained most at 25-100 evaluations on the
 	// Kernel Tuner spaces: evo/NOTES.md, rounds 13 and 14) and keeps fewer
 	// evaluations in flight: with Parallel above it, evaluation slots idle,
-	// so a caller that evaluates several at once sets it to that many
-	// (tune does). The first generation and every generation that takes fresh
+	// so a caller that evaluates several at once breeds whole generations
+	// (DefaultOptionsInFlight, which tune uses). The first generation and every generation that takes fresh
 	// configs (a restart's, a top-up's, the uniform ones before two configs
 	// have passed) stay Population, and stagnation counts Stagnation
 	// generations' worth of evaluations.

@@ -14,10 +14,6 @@ const (
 	sampleTries = 32
 )
 
-// minBreeders is the least population that a generation is bred from
-// before the first restart; below it the generation is uniform samples.
-const minBreeders = 2
-
 // propose fills the state's batch for the next generation, drawing only from
 // the search's random source, so that the batch is a function of the state.
 // A config is proposed at most once per run. Configs the store already
@@ -46,13 +42,14 @@ func (s *Search) propose() {
 			inject = (n + 3) / 4
 		}
 	}
-	if s.st.Strategy == StrategyEvo && s.st.Generation > 0 && s.st.Restarts == 0 && len(s.pop) < minBreeders {
-		// Too few configs have passed to breed from: the children of
-		// one config are a walk around wherever the first generation
-		// happened to pass, which on spaces where most configs fail is
-		// worth less than as many fresh samples (evo/NOTES.md, round
-		// 11). Until the population holds minBreeders configs, or first
-		// restarts, each batch is uniform samples.
+	if s.st.Strategy == StrategyEvo && s.st.Generation > 0 && s.st.Restarts == 0 && len(s.pop) < s.st.Params.minBreeders() {
+		// Too few configs have passed to breed from: a whole generation
+		// of children of one config is a walk around wherever the first
+		// generation happened to pass, which on spaces where most
+		// configs fail is worth less than as many fresh samples
+		// (evo/NOTES.md, round 11). Until the population holds
+		// minBreeders configs, or first restarts, each batch is uniform
+		// samples.
 		inject, origin = n, originRandom
 	}
 	if s.st.Strategy == StrategyEvo && inject == 0 && s.st.Generation > 0 {

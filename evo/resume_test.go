@@ -78,7 +78,7 @@ func TestResumeAfterKill(t *testing.T) {
 		restart  bool
 		interact bool
 		// sparse fails all configs but the default and one in 64, so
-		// that the first generations are samples (minBreeders).
+		// that the first generations are samples (params.minBreeders).
 		sparse bool
 		// batch is Options.Batch: bred generations of one child.
 		batch int
@@ -292,7 +292,7 @@ func FuzzRestore(f *testing.F) {
 
 // sampledBeforeBreeding reports whether a run on store proposed a batch of
 // uniform samples after its first generation and before any restart, as
-// it does while fewer than minBreeders configs have passed.
+// it does while fewer than params.minBreeders configs have passed.
 func sampledBeforeBreeding(t *testing.T, store *memStore) bool {
 	t.Helper()
 	for _, st := range store.proposedStates(t) {

@@ -587,11 +587,32 @@ func TestPlaceholderDefaultsAreNotProposed(t *testing.T) {
 	}
 }
 
+// TestOneAtATimeBreedsFromTheFirstPass: with children bred one at a time,
+// the generation after the first breeds from the one config that passed
+// (the default, where almost nothing else passes) instead of sampling.
+func TestOneAtATimeBreedsFromTheFirstPass(t *testing.T) {
+	sp := gridSpace(3, 3, 5)
+	for seed := uint64(1); seed <= 4; seed++ {
+		store := newMemStore()
+		opts := DefaultOptions()
+		opts.Seed, opts.MaxEvals = seed, 8+4
+		ev := &fakeEvaluator{objective: landscape(5), status: fewPass(sp, 1<<30)}
+		mustRun(t, context.Background(), mustNew(t, sp, ev, store, opts))
+		states := store.proposedStates(t)
+		if len(states) < 2 || len(states[1].Population) != 1 {
+			t.Fatalf("seed %d: %d generations, population after the first %v; want one config that passed", seed, len(states), states[min(1, len(states)-1)].Population)
+		}
+		if p := states[1].Batch[0]; p.Origin != originMacro && p.Origin != originMicro || len(states[1].Batch) != 1 {
+			t.Errorf("seed %d: the second generation is %d configs starting with a %s, want one child", seed, len(states[1].Batch), p.Origin)
+		}
+	}
+}
+
 // TestFewPassingSamplesBeforeBreeding runs where the default passes and
-// almost nothing else does: while the population holds fewer than
-// minBreeders configs and has not restarted, each batch after the first is
-// uniform samples rather than children of the one config that passed; once
-// a second config passes, the search breeds.
+// almost nothing else does: with whole generations, while the population
+// holds fewer than two configs and has not restarted, each batch after the
+// first is uniform samples rather than children of the one config that
+// passed; once a second config passes, the search breeds.
 func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
 	sp := gridSpace(3, 3, 5)
 	sampled, bred := 0, 0
@@ -599,6 +620,7 @@ func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
 		store := newMemStore()
 		opts := DefaultOptions()
 		opts.Seed, opts.MaxEvals = seed, 8*12
+		opts.Batch = 0 // whole generations: with smaller batches one config is bred from
 		ev := &fakeEvaluator{objective: landscape(5), status: fewPass(sp, 16)}
 		mustRun(t, context.Background(), mustNew(t, sp, ev, store, opts))
 		for _, st := range store.proposedStates(t) {
@@ -611,7 +633,7 @@ func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
 			if st.Restarts > 0 || slices.ContainsFunc(st.Batch, func(p proposal) bool { return p.Origin == originRestart }) {
 				break
 			}
-			few := len(st.Population) < minBreeders
+			few := len(st.Population) < st.Params.minBreeders()
 			for _, p := range st.Batch {
 				child := p.Origin == originMacro || p.Origin == originMicro
 				switch {
@@ -626,7 +648,7 @@ func TestFewPassingSamplesBeforeBreeding(t *testing.T) {
 		}
 	}
 	if sampled == 0 || bred == 0 {
-		t.Errorf("over 8 seeds, %d samples proposed from a population below %d and %d children from one at or above: the test saw only one side", sampled, minBreeders, bred)
+		t.Errorf("over 8 seeds, %d samples proposed from a population below 2 and %d children from one at or above: the test saw only one side", sampled, bred)
 	}
 }
 

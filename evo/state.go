@@ -124,6 +124,19 @@ func (p params) bredBatch() int {
 	return p.Population
 }
 
+// minBreeders is the least population that a generation is bred from
+// before the first restart; below it the generation is uniform samples.
+// With whole generations it is 2 (round 11); children bred one batch at a
+// time below the population are each bred and screened from every result
+// so far, and breeding them from the first config that passed gained at 25
+// evaluations over sampling until a second did (round 14), so it is 1.
+func (p params) minBreeders() int {
+	if p.bredBatch() < p.Population {
+		return 1
+	}
+	return 2
+}
+
 // stagnationLimit is how many batches without a new best make the evo
 // population stagnant: Stagnation generations' worth of evaluations, in
 // bred batches (rounded up).
