@@ -523,26 +523,59 @@ func (s *surrogate) rate(c space.Config) float64 {
 // row-major), G + λ·D (D: the identity without the intercept), as L·L' and
 // returns L, row-major n×n. It reports false when the matrix is not
 // positive definite, which a Gram with at least one result never is.
+//
+// Each entry is the sum of its terms in ascending order, as the textbook
+// loop (choleskyRef in the tests) adds them, so the factor is the same to
+// the last bit. The loop is bound by the latency of that chain of
+// additions, not by arithmetic, so four entries of a row are summed side
+// by side: their chains are independent up to the terms that need the
+// entries before them, which are then added in order.
 func cholesky(n int, gram []float64) ([]float64, bool) {
 	l := make([]float64, n*n)
+	ridge := func(i, j int) float64 {
+		a := gram[j*n+i]
+		if i == j && i > 0 {
+			a += surrogateRidge
+		}
+		return a
+	}
 	for i := range n {
-		for j := 0; j <= i; j++ {
-			a := gram[j*n+i]
-			if i == j && i > 0 {
-				a += surrogateRidge
+		ri := l[i*n : i*n+i+1]
+		j := 0
+		// Four entries j..j+3 of row i, all left of the diagonal.
+		for ; j+3 < i; j += 4 {
+			r0, r1, r2, r3 := l[j*n:j*n+j+3], l[(j+1)*n:(j+1)*n+j+3], l[(j+2)*n:(j+2)*n+j+3], l[(j+3)*n:(j+3)*n+j+3]
+			s0, s1, s2, s3 := ridge(i, j), ridge(i, j+1), ridge(i, j+2), ridge(i, j+3)
+			for k, v := range ri[:j] {
+				s0 -= float64(v * r0[k])
+				s1 -= float64(v * r1[k])
+				s2 -= float64(v * r2[k])
+				s3 -= float64(v * r3[k])
 			}
-			sum := a
-			ri, rj := l[i*n:i*n+j], l[j*n:j*n+j]
-			for k := range ri {
-				sum -= float64(ri[k] * rj[k])
+			ri[j] = s0 / r0[j]
+			s1 -= float64(ri[j] * r1[j])
+			ri[j+1] = s1 / l[(j+1)*n+j+1]
+			s2 -= float64(ri[j] * r2[j])
+			s2 -= float64(ri[j+1] * r2[j+1])
+			ri[j+2] = s2 / l[(j+2)*n+j+2]
+			s3 -= float64(ri[j] * r3[j])
+			s3 -= float64(ri[j+1] * r3[j+1])
+			s3 -= float64(ri[j+2] * r3[j+2])
+			ri[j+3] = s3 / l[(j+3)*n+j+3]
+		}
+		for ; j <= i; j++ {
+			sum := ridge(i, j)
+			rj := l[j*n : j*n+j]
+			for k, v := range ri[:j] {
+				sum -= float64(v * rj[k])
 			}
 			if i == j {
 				if !(sum > 0) {
 					return nil, false
 				}
-				l[i*n+i] = math.Sqrt(sum)
+				ri[i] = math.Sqrt(sum)
 			} else {
-				l[i*n+j] = sum / l[j*n+j]
+				ri[j] = sum / l[j*n+j]
 			}
 		}
 	}
@@ -571,19 +604,78 @@ func cholSolve(n int, l, b []float64) []float64 {
 
 // traceInverse returns Σᵢ (A⁻¹)ᵢᵢ over i ≥ from, A = L·L'. (A⁻¹)ᵢᵢ is the
 // squared norm of column i of L⁻¹, which solving L·z = eᵢ gives.
+//
+// As in cholesky, every sum adds its terms in the textbook order
+// (traceInverseRef in the tests), to the last bit, and four columns are
+// solved side by side so that their independent chains of additions
+// overlap.
 func traceInverse(n int, l []float64, from int) float64 {
-	z := make([]float64, n)
+	var z [4][]float64
+	for c := range z {
+		z[c] = make([]float64, n)
+	}
 	tr := 0.0
-	for j := from; j < n; j++ {
-		z[j] = 1 / l[j*n+j]
-		norm := float64(z[j] * z[j])
+	j := from
+	for ; j+3 < n; j += 4 {
+		var norm [4]float64
+		for c := range 4 {
+			z[c][j+c] = 1 / l[(j+c)*n+j+c]
+			norm[c] = float64(z[c][j+c] * z[c][j+c])
+		}
+		// Rows j+1..j+3: the columns that have started, one at a time.
+		for i := j + 1; i < j+4; i++ {
+			for c := range i - j {
+				sum := 0.0
+				for k := j + c; k < i; k++ {
+					sum -= float64(l[i*n+k] * z[c][k])
+				}
+				z[c][i] = sum / l[i*n+i]
+				norm[c] += float64(z[c][i] * z[c][i])
+			}
+		}
+		// Rows below: every column's head terms, then the shared range.
+		z0, z1, z2, z3 := z[0], z[1], z[2], z[3]
+		for i := j + 4; i < n; i++ {
+			row := l[i*n : i*n+i]
+			s0 := 0.0
+			s0 -= float64(row[j] * z0[j])
+			s0 -= float64(row[j+1] * z0[j+1])
+			s0 -= float64(row[j+2] * z0[j+2])
+			s1 := 0.0
+			s1 -= float64(row[j+1] * z1[j+1])
+			s1 -= float64(row[j+2] * z1[j+2])
+			s2 := 0.0
+			s2 -= float64(row[j+2] * z2[j+2])
+			s3 := 0.0
+			for k := j + 3; k < i; k++ {
+				v := row[k]
+				s0 -= float64(v * z0[k])
+				s1 -= float64(v * z1[k])
+				s2 -= float64(v * z2[k])
+				s3 -= float64(v * z3[k])
+			}
+			d := l[i*n+i]
+			z0[i], z1[i], z2[i], z3[i] = s0/d, s1/d, s2/d, s3/d
+			norm[0] += float64(z0[i] * z0[i])
+			norm[1] += float64(z1[i] * z1[i])
+			norm[2] += float64(z2[i] * z2[i])
+			norm[3] += float64(z3[i] * z3[i])
+		}
+		for c := range 4 {
+			tr += norm[c]
+		}
+	}
+	zz := z[0]
+	for ; j < n; j++ {
+		zz[j] = 1 / l[j*n+j]
+		norm := float64(zz[j] * zz[j])
 		for i := j + 1; i < n; i++ {
 			sum := 0.0
 			for k := j; k < i; k++ {
-				sum -= float64(l[i*n+k] * z[k])
+				sum -= float64(l[i*n+k] * zz[k])
 			}
-			z[i] = sum / l[i*n+i]
-			norm += float64(z[i] * z[i])
+			zz[i] = sum / l[i*n+i]
+			norm += float64(zz[i] * zz[i])
 		}
 		tr += norm
 	}
