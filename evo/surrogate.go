@@ -614,25 +614,12 @@ func traceInverse(n int, l []float64, from int) float64 {
 	for c := range z {
 		z[c] = make([]float64, n)
 	}
+	var norm [4]float64
 	tr := 0.0
 	j := from
 	for ; j+3 < n; j += 4 {
-		var norm [4]float64
-		for c := range 4 {
-			z[c][j+c] = 1 / l[(j+c)*n+j+c]
-			norm[c] = float64(z[c][j+c] * z[c][j+c])
-		}
-		// Rows j+1..j+3: the columns that have started, one at a time.
-		for i := j + 1; i < j+4; i++ {
-			for c := range i - j {
-				sum := 0.0
-				for k := j + c; k < i; k++ {
-					sum -= float64(l[i*n+k] * z[c][k])
-				}
-				z[c][i] = sum / l[i*n+i]
-				norm[c] += float64(z[c][i] * z[c][i])
-			}
-		}
+		// Rows j..j+3: the columns that have started, one at a time.
+		startColumns(n, l, &z, &norm, j, 4, j+4)
 		// Rows below: every column's head terms, then the shared range.
 		z0, z1, z2, z3 := z[0], z[1], z[2], z[3]
 		for i := j + 4; i < n; i++ {
@@ -665,19 +652,30 @@ func traceInverse(n int, l []float64, from int) float64 {
 			tr += norm[c]
 		}
 	}
-	zz := z[0]
-	for ; j < n; j++ {
-		zz[j] = 1 / l[j*n+j]
-		norm := float64(zz[j] * zz[j])
-		for i := j + 1; i < n; i++ {
-			sum := 0.0
-			for k := j; k < i; k++ {
-				sum -= float64(l[i*n+k] * zz[k])
-			}
-			zz[i] = sum / l[i*n+i]
-			norm += float64(zz[i] * zz[i])
-		}
-		tr += norm
+	// The last columns, fewer than four, to the bottom row.
+	startColumns(n, l, &z, &norm, j, n-j, n)
+	for c := range n - j {
+		tr += norm[c]
 	}
 	return tr
+}
+
+// startColumns starts the w columns j..j+w−1 of L⁻¹ (w ≤ 4) in z, their
+// squared norms in norm, and solves rows j+1..end−1 of the columns that
+// have started by then, each sum in the textbook order.
+func startColumns(n int, l []float64, z *[4][]float64, norm *[4]float64, j, w, end int) {
+	for c := range w {
+		z[c][j+c] = 1 / l[(j+c)*n+j+c]
+		norm[c] = float64(z[c][j+c] * z[c][j+c])
+	}
+	for i := j + 1; i < end; i++ {
+		for c := range min(i-j, w) {
+			sum := 0.0
+			for k := j + c; k < i; k++ {
+				sum -= float64(l[i*n+k] * z[c][k])
+			}
+			z[c][i] = sum / l[i*n+i]
+			norm[c] += float64(z[c][i] * z[c][i])
+		}
+	}
 }
