@@ -260,13 +260,71 @@ func TestCompileSample(t *testing.T) {
 // two architectures with E4M3 tensor cores: a sample covering every knob
 // value at D=64, and the first configs of D=128 causal with bf16 output;
 // each compiles, agrees with SharedBytes (the kernel's static_assert), and
-// the default does not spill.
+// the default does not spill. V given transposed (SDPA_V_GIVEN) gets a
+// covering sample of its own on the L4's architecture (every tile width,
+// loader and warp split meets V^T's tile layout) and the first configs of
+// D=128 causal on sm_90 (wgmma=qk's default).
 func TestCompileFP8Sample(t *testing.T) {
 	both := []string{"sm_89", "sm_90"}
 	compileQuantizedSample(t, newFP8Compiler(t), "fp8", 2, []quantizedSample{
 		{d: 64, out: "fp16", archs: both},
 		{d: 128, causal: true, out: "bf16", archs: both, first: 3},
+		{d: 64, out: "fp16", vt: true, archs: []string{"sm_89"}},
+		{d: 128, causal: true, out: "bf16", vt: true, archs: []string{"sm_90"}, first: 3},
 	})
+}
+
+// TestVGivenDropsTheRegrouping: with V given transposed, P V takes V^T's
+// ldmatrix fragments as the mma's B operand (E4M3) or widens them as they
+// are (fp16 P V), so the prmt that regroup V's transposed fragments are
+// gone from the forward, and the tensor work is the same: sm_89's defaults
+// at D=64 and D=128, P V in E4M3 and in fp16.
+func TestVGivenDropsTheRegrouping(t *testing.T) {
+	cc := newFP8SASSCompiler(t)
+	tg, err := TargetFor("sm_89")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []int{64, 128} {
+		for _, pvFP8 := range []string{"1", "0"} {
+			t.Run(fmt.Sprintf("d%d_pv_fp8=%s", d, pvFP8), func(t *testing.T) {
+				var prmt, mma [2]int
+				for i, vt := range []bool{false, true} {
+					p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: d}}, Dtype: "fp8", VTransposed: vt}
+					s, err := SDPASpace(p, tg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := s.Default()
+					c["pv_fp8"] = pvFP8
+					flags, err := s.Flags(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res := cc.compile("sm_89", "src", flags)
+					if res.err != nil {
+						t.Fatal(res.err)
+					}
+					for _, in := range parseSASS(res.code) {
+						op, _, _ := strings.Cut(in.op, ".")
+						switch { // both kernels: the combine is the same in both builds
+						case op == "PRMT":
+							prmt[i]++
+						case op == "QMMA" || op == "HMMA":
+							mma[i]++
+						}
+					}
+				}
+				t.Logf("PRMT %d -> %d, tensor instructions %d -> %d", prmt[0], prmt[1], mma[0], mma[1])
+				if mma[0] == 0 || mma[1] != mma[0] {
+					t.Errorf("tensor instructions %d with V as it is, %d with V given: want the same, some", mma[0], mma[1])
+				}
+				if prmt[0] < 32 || prmt[1] > prmt[0]/8 {
+					t.Errorf("PRMT %d with V as it is, %d with V given: want the regrouping (32 or more) gone", prmt[0], prmt[1])
+				}
+			})
+		}
+	}
 }
 
 // TestCompileInt8Sample is TestCompileFP8Sample for int8 with the nvcc on
@@ -286,6 +344,7 @@ type quantizedSample struct {
 	d      int
 	causal bool
 	out    string
+	vt     bool // fp8: V given transposed
 	archs  []string
 	first  int
 }
@@ -297,7 +356,8 @@ func compileQuantizedSample(t *testing.T, cc *compiler, dtype string, seed uint6
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: dtype, OutDtype: pr.out, Causal: pr.causal}
+			p := space.Problem{Family: DefaultFamily, Shapes: []space.Shape{{B: 2, H: 8, S: 512, D: pr.d}}, Dtype: dtype, OutDtype: pr.out, Causal: pr.causal,
+				VTransposed: pr.vt}
 			s, err := SDPASpace(p, tg)
 			if err != nil {
 				t.Fatal(err)
@@ -308,6 +368,9 @@ func compileQuantizedSample(t *testing.T, cc *compiler, dtype string, seed uint6
 			}
 			for i, c := range sample {
 				name := fmt.Sprintf("%s/d%d_%s_%s_causal%v/%02d", arch, pr.d, dtype, pr.out, pr.causal, i)
+				if pr.vt {
+					name = fmt.Sprintf("%s/d%d_%s_%s_causal%v_vt/%02d", arch, pr.d, dtype, pr.out, pr.causal, i)
+				}
 				flags, err := s.Flags(c)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)

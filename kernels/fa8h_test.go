@@ -202,7 +202,8 @@ func TestFA8HPlan(t *testing.T) {
 // TestFA8HVTransposedSpace: a problem whose V comes transposed has the
 // one-value knob v_given (what the plan and the launcher read) and no
 // v_smem; a family that reads V as it is refuses it, and so does a dtype
-// other than fp8.
+// other than fp8 (the first family's V given is TestVGivenDropsTheRegrouping's
+// and TestCompileFP8Sample's).
 func TestFA8HVTransposedSpace(t *testing.T) {
 	tg := fa8hTarget(t)
 	p := fa8hProblem(128, true)
@@ -225,11 +226,16 @@ func TestFA8HVTransposedSpace(t *testing.T) {
 	if _, ok := rows.Knob("v_given"); ok {
 		t.Error("v_given with V as it is")
 	}
-	sdpa, _ := FamilyOf(sdpaName)
+	// Both families this build carries take V transposed; one declared
+	// here reads V as it is.
+	asIs := Family{Name: "rows", Dtypes: []string{"fp8"}, Space: func(space.Problem, Target) (*space.Space, error) {
+		t.Error("Space called for a problem the family refuses")
+		return nil, nil
+	}}
 	q := p
-	q.Family = sdpaName
-	if _, err := sdpa.SpaceFor(q, Target{Arch: "sm_90", SharedPerBlock: 227 * 1024, SMs: 132}); err == nil || !strings.Contains(err.Error(), "transposed") {
-		t.Errorf("sdpa with V transposed: %v, want a refusal naming it", err)
+	q.Family = asIs.Name
+	if _, err := asIs.SpaceFor(q, tg); err == nil || !strings.Contains(err.Error(), "transposed") {
+		t.Errorf("a family reading V as it is, with V transposed: %v, want a refusal naming it", err)
 	}
 	q = p
 	q.Dtype = "int8"

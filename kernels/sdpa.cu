@@ -49,6 +49,15 @@
 // widened to fp16 once per CTA, K's per tile, and each k32 step is two
 // m16n8k16 fp16 MMAs with D's positions paired alike in A and B (exact: E4M3
 // is a subset of fp16, summed in fp32 as sm_90 sums its unpacked E4M3).
+// With SDPA_V_GIVEN=1 (the problem's V comes transposed, V^T [b, h, d, sp],
+// sp = s rounded up to 16, keys >= s zero) a V tile is D rows of BLOCK_N key
+// bytes in shared memory and a plain ldmatrix gives a thread four
+// consecutive keys (4t..4t+3) of one column: the m16n8k32 B operand as it
+// is, and for P V in fp16 two widened pairs, with no prmt. P's A fragment
+// must then hold keys 4t..4t+3 too, so K's tile rows are loaded reordered
+// within each 16 (row r holds key key_of_row(r)): the S accumulators of two
+// adjacent n8 tiles hold keys {4t, 4t+1} and {4t+2, 4t+3}. O's columns come
+// out in order, stored as fp16's are.
 //
 // int8 (SDPA_INT8=1): Q, K and V are int8 bytes in the same one-byte tiles
 // as fp8. Q and K carry one dequantisation scale per row (q_row_scale,
@@ -71,7 +80,7 @@
 //
 // Every knob below is a -D macro with the default of kernels/sdpa_space.go.
 // Problem macros (SDPA_HEAD_DIM, SDPA_BF16, SDPA_CAUSAL, SDPA_FP8,
-// SDPA_INT8, SDPA_OUT_BF16) are fixed per problem.
+// SDPA_INT8, SDPA_OUT_BF16, SDPA_V_GIVEN) are fixed per problem.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -98,6 +107,9 @@
 #endif
 #ifndef SDPA_OUT_BF16
 #define SDPA_OUT_BF16 0
+#endif
+#ifndef SDPA_V_GIVEN
+#define SDPA_V_GIVEN 0
 #endif
 #ifndef SDPA_PV_FP8
 #define SDPA_PV_FP8 1
@@ -183,6 +195,8 @@ constexpr bool kByte = kFP8 || kInt8;
 // The output dtype: the input dtype, or for one-byte inputs fp16 unless
 // SDPA_OUT_BF16.
 constexpr bool kOutBF16 = kByte ? SDPA_OUT_BF16 != 0 : kBF16;
+// fp8's V given transposed by the caller (V^T tiles, K rows reordered).
+constexpr bool kVGiven = SDPA_V_GIVEN != 0;
 // P V in fp8 (P and V E4M3) or, for fp8 inputs with SDPA_PV_FP8=0, in fp16.
 constexpr bool kPVFP8 = kFP8 && SDPA_PV_FP8 != 0;
 // Two-level accumulation of P V (one-byte inputs only).
@@ -273,6 +287,7 @@ static_assert(!kWgmma || (kColsPerWarp == 32 || kColsPerWarp == 64 || kColsPerWa
 static_assert(!kQKF16 || (kFP8 && !kWgmma && kQInRegs),
               "SDPA_QK_F16 takes fp8 inputs on mma.sync (SDPA_WGMMA=0) with Q in registers");
 static_assert(!kPVWgmma || !kPVFP8, "SDPA_WGMMA=2 needs P V in fp16 (pv_fp8=0 for fp8)");
+static_assert(!kVGiven || (kFP8 && !kPVWgmma), "SDPA_V_GIVEN takes fp8 inputs with P V on mma.sync (SDPA_WGMMA 0 or 1)");
 // P V as wgmma is wrong from the second key tile on in some builds (every
 // ws=1 build tried, D=128 with 128-key tiles): ptxas gives P's fragments the
 // registers of Q's, which the next tile's Q K^T reads again
@@ -563,9 +578,19 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
 
 // widen_e4m3x4 widens the four E4M3 bytes of x to fp16 pairs: bytes 0 and 1
 // into lo, 2 and 3 into hi (the low byte of each pair into the low half).
+// The halves are split by mov, which costs no instruction: the conversion
+// reads the high half in place (a shift by 16 would be one more).
 __device__ __forceinline__ void widen_e4m3x4(uint32_t x, uint32_t& lo, uint32_t& hi) {
-    lo = e4m3x2_to_f16x2(x);
-    hi = e4m3x2_to_f16x2(x >> 16);
+#if SDPA_FP8
+    asm("{\n.reg .b16 a, b;\n"
+        "mov.b32 {a, b}, %2;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, a;\n"
+        "cvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(x));
+#else
+    lo = hi = 0;
+#endif
 }
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -665,29 +690,118 @@ __device__ __forceinline__ uint32_t kstep(uint32_t a, uint32_t t, int row, int c
     }
 }
 
+// key_of_row is the key (from the tile's first) that row r of a K tile
+// holds: r itself, or with kVGiven r's keys reordered within each 16 so that
+// rows 2t, 2t+1 (n8 tile 2c of S) and 8+2t, 9+2t (tile 2c+1) hold keys
+// 4t..4t+3, the k order of V^T's ldmatrix fragments (see the header).
+__device__ __forceinline__ int key_of_row(int r) {
+    if constexpr (kVGiven) {
+        return (r & ~15) | (((r & 7) >> 1) << 2) | (((r >> 3) & 1) << 1) | (r & 1);
+    } else {
+        return r;
+    }
+}
+
+// key_of_acc is key_of_row of S accumulator e of n8 tile nt in a thread of
+// quad lane t4: row nt * 8 + 2 t4 + (e & 1), spelled so that only 2 t4 (or
+// 4 t4) is left to compute at run time.
+__device__ __forceinline__ int key_of_acc(int nt, int t4, int e) {
+    if constexpr (kVGiven) {
+        return (nt >> 1) * 16 + (nt & 1) * 2 + (e & 1) + t4 * 4;
+    } else {
+        return nt * 8 + (e & 1) + t4 * 2;
+    }
+}
+
 // Copies rows [row0, row0+ROWS) of a [s, D] matrix into a tile with
 // cp.async, NTHR threads cooperating; rows at or past s are zero-filled so
 // 0 * garbage can never produce NaN. A thread always copies the same
 // 16-byte column chunk, kRowStep rows apart, so its addresses are one base
-// plus compile-time offsets (few live registers for the loop).
-template <int ROWS, int NTHR>
+// plus compile-time offsets (few live registers for the loop). With PERM
+// (K with kVGiven) tile row r takes matrix row row0 + key_of_row(r); where
+// kRowStep is a multiple of 16 that is still one base plus offsets.
+template <int ROWS, int NTHR, bool PERM = false>
 __device__ __forceinline__ void load_tile(elem* tile, const elem* g, int row0, int s, int tid) {
     constexpr int kChunksPerRow = kChunks;
     static_assert(NTHR % kChunksPerRow == 0, "loader threads must cover whole rows");
     constexpr int kRowStep = NTHR / kChunksPerRow;
     constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
+    constexpr bool kAffine = !PERM || kRowStep % 16 == 0;
     const int r0 = tid / kChunksPerRow;
     const int c0 = (tid % kChunksPerRow) * kVec;
-    const elem* src = g + (size_t)(row0 + r0) * D + c0;
+    const int k0 = PERM ? key_of_row(r0) : r0;
+    const elem* src = g + (size_t)(row0 + k0) * D + c0;
     const uint32_t base = smem_addr(tile);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
         const int r = r0 + it * kRowStep;
         if (ROWS % kRowStep == 0 || r < ROWS) {
-            const bool ok = row0 + r < s;
-            cp_async16(base + tile_off(r, c0) * kEsz, ok ? src + it * kRowStep * D : g, ok ? 16 : 0);
+            const int key = kAffine ? k0 + it * kRowStep : key_of_row(r);
+            const bool ok = row0 + key < s;
+            const elem* from = kAffine ? src + it * kRowStep * D : g + (size_t)(row0 + key) * D + c0;
+            cp_async16(base + tile_off(r, c0) * kEsz, ok ? from : g, ok ? 16 : 0);
         }
     }
+}
+
+// ---- V given transposed (kVGiven) ------------------------------------------
+
+// A V^T tile is D rows (columns of V) of BN key bytes, 16-byte chunks XORed
+// so that the 8 consecutive rows an ldmatrix reads fall in 8 different bank
+// groups: rows of 128 bytes or more by row & 7, of 64 bytes (two rows a 128)
+// by (row >> 1) & 3, of 32 bytes by (row >> 2) & 1. It takes D * BN bytes,
+// within its ring slot whether or not K's rows are swizzled.
+constexpr int kVtChunks = BN / 16;
+__device__ __forceinline__ int vt_off(int row, int chunk) {
+    const int x = kVtChunks >= 8 ? (row & 7) : kVtChunks == 4 ? ((row >> 1) & 3) : ((row >> 2) & 1);
+    return row * BN + ((chunk ^ x) << 4);
+}
+static_assert(!kVGiven || D * BN <= kTileElems, "a V^T tile fits a ring slot");
+
+// Copies keys [kv0, kv0+BN) of the D rows of a head's V^T (rows of sp
+// bytes) into a V^T tile; chunks at or past sp are zero-filled (the keys
+// from s to sp are the caller's zeros). A thread copies one chunk column,
+// kRowStep rows apart: its shared-memory addresses are one base plus
+// compile-time offsets (the rows it visits share their swizzle), its global
+// ones one pointer stepped by kRowStep rows of sp bytes, which a zero-filled
+// column does not step.
+template <int NTHR>
+__device__ __forceinline__ void load_vt_tile(elem* tile, const elem* vt, int kv0, int sp, int tid) {
+    static_assert(NTHR % kVtChunks == 0, "loader threads must cover whole V^T rows");
+    constexpr int kRowStep = NTHR / kVtChunks;
+    constexpr int kIters = (D + kRowStep - 1) / kRowStep;
+    const int r0 = tid / kVtChunks;
+    const int c = tid % kVtChunks;
+    const bool ok = kv0 + c * 16 < sp;
+    const elem* src = ok ? vt + (r0 * sp + kv0 + c * 16) : vt;
+    const int step = ok ? kRowStep * sp : 0;
+    const uint32_t dst = smem_addr(tile) + vt_off(r0, c);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+        if (D % kRowStep == 0 || r0 + it * kRowStep < D) cp_async16(dst + it * kRowStep * BN, src, ok ? 16 : 0);
+        src += step;
+    }
+}
+
+// A K tile of keys kv0..kv0+BN-1 (rows reordered with kVGiven) and the V
+// tile of the same keys (V^T with kVGiven); k and v are the head's (v_head).
+template <int NTHR>
+__device__ __forceinline__ void load_k_tile(elem* tile, const elem* k, int kv0, int s, int tid) {
+    load_tile<BN, NTHR, kVGiven>(tile, k, kv0, s, tid);
+}
+template <int NTHR>
+__device__ __forceinline__ void load_v_tile(elem* tile, const elem* v, int kv0, int s, int tid) {
+    if constexpr (kVGiven) {
+        load_vt_tile<NTHR>(tile, v, kv0, (s + 15) & ~15, tid);
+    } else {
+        load_tile<BN, NTHR>(tile, v, kv0, s, tid);
+    }
+}
+
+// v_head is head bh's V: rows of D from s * D on, or its D rows of V^T.
+__device__ __forceinline__ const elem* v_head(const SdpaParams& p, int bh) {
+    const size_t rows = kVGiven ? (size_t)D * ((p.s + 15) & ~15) : (size_t)p.s * D;
+    return static_cast<const elem*>(p.v) + (size_t)bh * rows;
 }
 
 // ---- work decomposition ----------------------------------------------------
@@ -1026,7 +1140,7 @@ __device__ __forceinline__ void mask(Scores& sacc, int m0, int kv0, int s, int w
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int row = m0 + wm * kRowsPerWarp + mt * 16 + g + (e >> 1) * 8;
-                    const int key = kv0 + wn * kColsPerWarp + nt * 8 + t4 * 2 + (e & 1);
+                    const int key = kv0 + wn * kColsPerWarp + key_of_acc(nt, t4, e);
                     if (key >= s || (kCausal && key > row)) sacc[mt][nt][e] = -INFINITY;
                 }
     }
@@ -1038,9 +1152,26 @@ __device__ __forceinline__ void mask(Scores& sacc, int m0, int kv0, int s, int w
 // of the log-sum-exp.
 constexpr float kPBias = kPVFP8 ? (kFastExp ? 8.f : 8.f * kLn2) : 0.f;
 
+// vt_frag_addr is the address of a thread's row of V^T's ldmatrix.x4 for
+// k32 step kk of a warp's key slice and columns 16 dc..16 dc+15: matrices
+// 0 and 1 are columns 0-7, keys 0-15 and 16-31 (the B operand of O's n8
+// tile 2 dc), matrices 2 and 3 columns 8-15 (tile 2 dc + 1).
+// The chunk (wn * kColsPerWarp + 32 kk) / 16 + (matrix & 1) is the OR of
+// disjoint bits (a slice is a power-of-two count of 32-key steps), so its
+// XOR with the row's swizzle is the thread's kk = 0 chunk XOR 2 kk, and the
+// rows 16 dc on share the swizzle of the first 16: one offset a thread, an
+// XOR by kk << 5 and an immediate per fragment.
+__device__ __forceinline__ uint32_t vt_frag_addr(uint32_t sv, int wn, int lane, int kk, int dc) {
+    static_assert((kColsPerWarp / 32 & (kColsPerWarp / 32 - 1)) == 0, "32-key steps a slice: a power of two");
+    const int off = vt_off(((lane >> 4) << 3) + (lane & 7), wn * (kColsPerWarp / 16) + ((lane >> 3) & 1));
+    return sv + dc * 16 * BN + (off ^ (kk << 5));
+}
+
 // pv_fp8 adds P V for one warp's key slice with E4M3 mma: k32 steps of P
 // (keys in the order {2t, 2t+1, 2t+8, 2t+9} of each 16, see the header) and
-// V's B fragments regrouped from ldmatrix.trans by prmt.
+// V's B fragments regrouped from ldmatrix.trans by prmt; with kVGiven P's
+// keys are 4t..4t+3 (K's rows reordered) and V^T's fragments are the B
+// operand as they come, O's tiles columns in order.
 __device__ __forceinline__ void pv_fp8(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
     const int vrow = wn * kColsPerWarp + lane;
 #pragma unroll
@@ -1057,6 +1188,15 @@ __device__ __forceinline__ void pv_fp8(float (&o)[MT][DT][4], const Scores& sacc
 #pragma unroll
         for (int dc = 0; dc < D / 16; ++dc) {
             uint32_t r[4];
+            if constexpr (kVGiven) {
+                ldsm_x4(r, vt_frag_addr(sv, wn, lane, kk, dc));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16832(o[mt][2 * dc], pa[mt], r[0], r[1]);
+                    mma16832(o[mt][2 * dc + 1], pa[mt], r[2], r[3]);
+                }
+                continue;
+            }
             ldsm_x4_trans(r, sv + tile_off(vrow + kk * 32, dc * 16));
             const uint32_t even0 = prmt(r[0], r[1], 0x6420), even1 = prmt(r[2], r[3], 0x6420);
             const uint32_t odd0 = prmt(r[0], r[1], 0x7531), odd1 = prmt(r[2], r[3], 0x7531);
@@ -1071,7 +1211,10 @@ __device__ __forceinline__ void pv_fp8(float (&o)[MT][DT][4], const Scores& sacc
 
 // pv_f16 adds P V in fp16 for one-byte inputs: P rounded to fp16 in the
 // natural key order, V widened from E4M3 or int8 to fp16 in registers; the
-// columns come out in the same even/odd tiles as pv_fp8.
+// columns come out in the same even/odd tiles as pv_fp8. With kVGiven a
+// k16 half's P holds keys {4t, 4t+1} and {4t+2, 4t+3} (K's rows reordered),
+// exactly the two fp16 pairs one V^T register widens to, and O's tiles are
+// columns in order (vt_frag_addr).
 __device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc, uint32_t sv, int wn, int lane) {
     const int vrow = wn * kColsPerWarp + lane;
 #pragma unroll
@@ -1090,6 +1233,21 @@ __device__ __forceinline__ void pv_f16(float (&o)[MT][DT][4], const Scores& sacc
 #pragma unroll
         for (int dc = 0; dc < D / 16; ++dc) {
             uint32_t r[4];
+            if constexpr (kVGiven) {
+                ldsm_x4(r, vt_frag_addr(sv, wn, lane, kk, dc));
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    uint32_t e0, e1, o0, o1;
+                    widen_e4m3x4(r[h], e0, e1);
+                    widen_e4m3x4(r[2 + h], o0, o1);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816_f16(o[mt][2 * dc], pa[h][mt], e0, e1);
+                        mma16816_f16(o[mt][2 * dc + 1], pa[h][mt], o0, o1);
+                    }
+                }
+                continue;
+            }
             ldsm_x4_trans(r, sv + tile_off(vrow + kk * 32, dc * 16));
             // r[i] holds keys 8i + {2t, 2t+1} x columns {2g, 2g+1}. The k16
             // B fragment of column 2g (2g+1) is keys {2t, 2t+1} and
@@ -1420,7 +1578,7 @@ __device__ __forceinline__ void finish(Acc& acc, const SdpaParams& p, const Tile
                 // A row with no key writes 0. fp8 V's dequantisation scale
                 // applies to the whole row, int8 V's per column.
                 const float inv = l > 0.f ? (kFP8 ? p.v_scale : 1.f) / l : 0.f;
-                if constexpr (kByte) {
+                if constexpr (kByte && !kVGiven) {
                     // Tiles 2c' and 2c'+1 hold columns 16c' + 4t + {0, 2}
                     // and {1, 3}: four adjacent columns a thread.
 #pragma unroll
@@ -1526,7 +1684,7 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
             const size_t head = (size_t)w.bh * p.s * D;
             const elem* q = static_cast<const elem*>(p.q) + head;
             const elem* k = static_cast<const elem*>(p.k) + head;
-            const elem* v = static_cast<const elem*>(p.v) + head;
+            const elem* v = v_head(p, w.bh);
             // Tile j's K in its ring slot; its V follows.
             const auto slot_of = [&](int j) { return ring + (j % kStages) * 2 * kTileElems; };
             const auto k_at = [&](int j) { return smem_addr(slot_of(j)); };
@@ -1534,15 +1692,15 @@ __device__ __forceinline__ void run_cooperative(const SdpaParams& p, char* smem)
             const auto vw_at = [&](int j) { return smem_addr(smem + kVWOffset) + (j & 1) * kVWTileBytes; };
             const auto load_kv = [&](int j) {
                 const int kv0 = (w.kb0 + j) * BN;
-                load_tile<BN, kConsumerThreads>(slot_of(j), k, kv0, p.s, tid);
-                load_tile<BN, kConsumerThreads>(slot_of(j) + kTileElems, v, kv0, p.s, tid);
+                load_k_tile<kConsumerThreads>(slot_of(j), k, kv0, p.s, tid);
+                load_v_tile<kConsumerThreads>(slot_of(j) + kTileElems, v, kv0, p.s, tid);
             };
             load_tile<BM, kConsumerThreads>(sq, q, w.m0, p.s, tid);
             cp_async_commit();
             if constexpr (kSplitFirst) {
-                load_tile<BN, kConsumerThreads>(ring, k, w.kb0 * BN, p.s, tid);
+                load_k_tile<kConsumerThreads>(ring, k, w.kb0 * BN, p.s, tid);
                 cp_async_commit();
-                load_tile<BN, kConsumerThreads>(ring + kTileElems, v, w.kb0 * BN, p.s, tid);
+                load_v_tile<kConsumerThreads>(ring + kTileElems, v, w.kb0 * BN, p.s, tid);
                 cp_async_commit();
             }
 #pragma unroll
@@ -1627,14 +1785,14 @@ __device__ __forceinline__ void run_specialised(const SdpaParams& p, char* smem)
         for_each_tile(p, [&](const Tile& w) {
             const size_t head = (size_t)w.bh * p.s * D;
             const elem* k = static_cast<const elem*>(p.k) + head;
-            const elem* v = static_cast<const elem*>(p.v) + head;
+            const elem* v = v_head(p, w.bh);
             for (int j = 0; j < w.nkb; ++j, ++it) {
                 const int slot = it % kStages;
                 if (it >= kStages) bar_sync(kBarEmpty + slot, kThreads);
                 elem* sk = ring + slot * 2 * kTileElems;
                 const int kv0 = (w.kb0 + j) * BN;
-                load_tile<BN, kProducerThreads>(sk, k, kv0, p.s, ptid);
-                load_tile<BN, kProducerThreads>(sk + kTileElems, v, kv0, p.s, ptid);
+                load_k_tile<kProducerThreads>(sk, k, kv0, p.s, ptid);
+                load_v_tile<kProducerThreads>(sk + kTileElems, v, kv0, p.s, ptid);
                 cp_async_commit();
                 if constexpr (kProducerLead == 1) {
                     cp_async_wait<0>();

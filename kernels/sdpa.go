@@ -331,6 +331,10 @@ func SDPASpace(p space.Problem, t Target) (*space.Space, error) {
 		s.Defines = append(s.Defines,
 			space.Define{Macro: "SDPA_FP8", Value: "1"},
 			space.Define{Macro: "SDPA_OUT_BF16", Value: flag(p.OutDtype == "bf16")})
+		if p.VTransposed {
+			// Defined only here, so the builds of V as it is keep their flags.
+			s.Defines = append(s.Defines, space.Define{Macro: "SDPA_V_GIVEN", Value: "1"})
+		}
 	}
 	if p.Dtype == "int8" {
 		// IMMA (mma.sync s8) is on every architecture the family targets.

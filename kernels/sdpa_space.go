@@ -10,20 +10,23 @@ const sdpaName = "sdpa"
 // and int8's IMMA need sm_80 or newer.
 func sdpaFamily() Family {
 	return Family{
-		Name:      sdpaName,
-		Dtypes:    []string{"fp16", "bf16", "fp8", "int8"},
-		Archs:     []string{"sm_80", "sm_86", "sm_87", "sm_89", "sm_90"},
-		Source:    SDPASource,
-		Worker:    WorkerSource,
-		Kernels:   []string{SDPAForwardKernel, SDPACombineKernel},
-		Space:     SDPASpace,
-		Plan:      SDPAPlan,
-		PlanC:     SDPAPlanC,
-		LaunchC:   sdpaLaunchC,
-		Namespace: sdpaName,
-		Tolerance: ToleranceFor,
-		CheckNVCC: CheckNVCCFor,
-		FLOPs:     SDPAFLOPs,
+		Name:   sdpaName,
+		Dtypes: []string{"fp16", "bf16", "fp8", "int8"},
+		Archs:  []string{"sm_80", "sm_86", "sm_87", "sm_89", "sm_90"},
+		// fp8's V given transposed is the problem macro SDPA_V_GIVEN: the
+		// plan is the same either way.
+		VTransposed: true,
+		Source:      SDPASource,
+		Worker:      WorkerSource,
+		Kernels:     []string{SDPAForwardKernel, SDPACombineKernel},
+		Space:       SDPASpace,
+		Plan:        SDPAPlan,
+		PlanC:       SDPAPlanC,
+		LaunchC:     sdpaLaunchC,
+		Namespace:   sdpaName,
+		Tolerance:   ToleranceFor,
+		CheckNVCC:   CheckNVCCFor,
+		FLOPs:       SDPAFLOPs,
 	}
 }
 

@@ -115,7 +115,7 @@ func checkToolchain(ctx context.Context, cmd, nvccFlag string, prob space.Proble
 }
 
 // vTransposedUsage is --v-transposed's help.
-const vTransposedUsage = "fp8 with --family sdpa-hopper: V comes transposed, [B, H, D, S rounded up to 16] with the keys beyond S zero " +
+const vTransposedUsage = "fp8: V comes transposed, [B, H, D, S rounded up to 16] with the keys beyond S zero " +
 	"(the quantisation pass that makes fp8 inputs writes it so at no cost), so the kernel reads it without a transpose"
 
 // checkVTransposed refuses --v-transposed where the dtype or the family

@@ -468,3 +468,45 @@ func TestHopperBundleVTransposed(t *testing.T) {
 	}
 	compileHopperBundle(t, b)
 }
+
+// TestBundleVTransposed: an fp8 bundle of the first family whose V comes
+// transposed says so in its header, every config's build defines
+// SDPA_V_GIVEN 1 (the problem macro that makes the kernel read V^T), and
+// with $EVOTUNE_FP8_NVCC its launcher compiles for both fp8 architectures.
+func TestBundleVTransposed(t *testing.T) {
+	prob := space.Problem{Family: kernels.DefaultFamily, Dtype: "fp8", VTransposed: true,
+		Shapes: []space.Shape{{B: 1, H: 8, S: 512, D: 64}, {B: 2, H: 8, S: 512, D: 64}}}
+	cfg := configsOf(t, prob, "sm_89")
+	best := cfg("block_m=16,block_n=256,stages=3,pv_fp8=0")
+	other := cfg("persistent=1,block_m=128,warps=8,block_n=64,stages=3")
+	b, err := New("tuned_sdpa", prob, kernels.SDPASource(), "sm_89", best,
+		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]string{}
+	for _, f := range files {
+		text[filepath.Base(f.Path)] = string(f.Data)
+	}
+	if h := text["tuned_sdpa_launch.h"]; !strings.Contains(h, "#define TUNED_SDPA_V_TRANSPOSED 1 ") || !strings.Contains(h, "v holds V^T") {
+		t.Errorf("the header does not say V comes transposed:\n%s", h)
+	}
+	if n := strings.Count(text["tuned_sdpa_launch.cu"], "#define SDPA_V_GIVEN 1"); n != 2 {
+		t.Errorf("the launcher defines SDPA_V_GIVEN 1 for %d configs, want 2", n)
+	}
+	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
+	if nvcc == "" {
+		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)
+	}
+	dir := t.TempDir()
+	writeBundle(t, b, dir)
+	cmd := exec.Command(nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90,code=sm_90",
+		"-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+}

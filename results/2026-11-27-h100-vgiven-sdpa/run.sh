@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Device run: fp8's V given transposed in the first family (SDPA_V_GIVEN; `--v-transposed` without
+# --family), against V as it is, on the H100 (sm_90: E4M3 mma.sync lowered to HMMA; the short shape's
+# tuned best takes P V in fp16). From the repository root with bin/evotune (CGO_ENABLED=1 go build -o
+# bin/evotune ./cmd/evotune) and bin/runner.test (CGO_ENABLED=1 go test -c -o bin/runner.test ./runner):
+#   EVOTUNE_COMMIT=REV bash results/2026-11-27-h100-vgiven-sdpa/run.sh STEP...   (output under $OUT/STEP)
+# Steps:
+#   check    check's gate and timing of the short shape's tuned fp8 best (results/2026-11-26-h100-qkf16/tune)
+#            and of the long shape's (results/2026-11-26-h100-qkf16, long/), V as it is and V given, alternating
+#   bench    `evotune bench` of the short best with V given and with V as it is (twice each, alternating), each
+#            beside our tuned fp16 of the shape (results/2026-11-25-h100-index) and PyTorch's fp16 backends
+#   devtest  TestDeviceFP8 (V given variants among them), EVOTUNE_SWEEP_N=${SWEEP_N:-12}
+#   tune     a ${TUNE_BUDGET:-90s} fp8 tune of 1x8x512x64 with V given, seeded with the short best, and its bench
+set -u
+B=$PWD/bin/evotune
+SHORT=block_m=16,block_n=256,fast_exp=1,kv_layout=swizzle,min_blocks_per_sm=2,persistent=1,producer_warps=1,pv_accum=0,pv_fp8=0,q_in_regs=1,qk_accum=1,qk_f16=1,split_kv=1,stages=3,warps=4,wgmma=off,ws=0
+LONG=block_m=128,block_n=64,fast_exp=1,kv_layout=swizzle,min_blocks_per_sm=1,persistent=0,producer_warps=1,pv_accum=0,pv_fp8=0,q_in_regs=1,qk_accum=1,qk_f16=0,split_kv=1,stages=4,warps=4,wgmma=qk,ws=0
+F16=results/2026-11-25-h100-index
+for step in "$@"; do
+  O=$OUT/$step; mkdir -p $O
+  { date -u +%FT%TZ; echo "step: $step"; echo "commit: ${EVOTUNE_COMMIT:-?}"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'; } > $O/env.txt 2>&1
+  case $step in
+  check)
+    for r in 1 2; do for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
+      $B check --dtype fp8 --shape 1x8x512x64 --config $SHORT $flag > $O/short-$vt-$r.txt 2>&1; echo "check short $vt $r rc $?"
+      grep -E "correctness|timed" $O/short-$vt-$r.txt | head -n 3
+    done; done
+    for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
+      $B check --dtype fp8 --shape 4x16x2048x64 --config $LONG $flag > $O/long-$vt.txt 2>&1; echo "check long $vt rc $?"
+      grep -E "correctness|timed" $O/long-$vt.txt | head -n 3
+    done ;;
+  bench)
+    for r in 1 2; do for vt in vt rows; do flag=; [ $vt = vt ] && flag=--v-transposed
+      $B bench --dtype fp8 $flag --config $SHORT --shapes 1x8x512x64 --baseline-archive $F16 --out $O/$vt-$r > $O/$vt-$r.log 2>&1
+      echo "bench $vt $r rc $?"; grep -E "^\| [0-9]" $O/$vt-$r/bench.md 2>/dev/null || tail -n 5 $O/$vt-$r.log
+    done; done ;;
+  devtest)
+    (cd runner && EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=${SWEEP_N:-12} EVOTUNE_EVIDENCE_DIR=$O ../bin/runner.test \
+      -test.run 'TestDeviceFP8$' -test.v -test.timeout 280s > $O/test.log 2>&1); echo "devtest rc $?"
+    grep -E "^(--- |ok|FAIL|PASS)" $O/test.log | tail -n 5; cat $O/fp8.txt 2>/dev/null | head -n 20 ;;
+  tune)
+    $B tune --dtype fp8 --v-transposed --shape 1x8x512x64 --budget ${TUNE_BUDGET:-90s} --seed-config $SHORT \
+      --archive $O/archive > $O/tune.log 2>&1; echo "tune rc $?"; tail -n 12 $O/tune.log
+    $B bench --archive $O/archive --baseline-archive $F16 --out $O/bench > $O/bench.log 2>&1; echo "bench rc $?"
+    grep -E "^\| [0-9]" $O/bench/bench.md ;;
+  esac
+done
