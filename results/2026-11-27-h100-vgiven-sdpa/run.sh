@@ -3,7 +3,8 @@
 # --family), against V as it is, on the H100 (sm_90: E4M3 mma.sync lowered to HMMA; the short shape's
 # tuned best takes P V in fp16). From the repository root with bin/evotune (CGO_ENABLED=1 go build -o
 # bin/evotune ./cmd/evotune) and bin/runner.test (CGO_ENABLED=1 go test -c -o bin/runner.test ./runner):
-#   EVOTUNE_COMMIT=REV bash results/2026-11-27-h100-vgiven-sdpa/run.sh STEP...   (output under $OUT/STEP)
+#   EVOTUNE_COMMIT=REV bash results/2026-11-27-h100-vgiven-sdpa/run.sh STEP...   (output under $OUT/STEP,
+#   all of it also in $OUT/res.tgz)
 # Steps:
 #   check    check's gate and timing of the short shape's tuned fp8 best (results/2026-11-26-h100-qkf16/tune)
 #            and of the long shape's (results/2026-11-26-h100-qkf16, long/), V as it is and V given, alternating
@@ -26,10 +27,10 @@ for step in "$@"; do
       $B check --dtype fp8 --shape 1x8x512x64 --config $SHORT $flag > $O/short-$vt-$r.txt 2>&1; echo "check short $vt $r rc $?"
       grep -E "correctness|timed" $O/short-$vt-$r.txt | head -n 3
     done; done
-    for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
-      $B check --dtype fp8 --shape 4x16x2048x64 --config $LONG $flag > $O/long-$vt.txt 2>&1; echo "check long $vt rc $?"
-      grep -E "correctness|timed" $O/long-$vt.txt | head -n 3
-    done ;;
+    for r in 1 2; do for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
+      $B check --dtype fp8 --shape 4x16x2048x64 --config $LONG $flag > $O/long-$vt-$r.txt 2>&1; echo "check long $vt $r rc $?"
+      grep -E "correctness|timed" $O/long-$vt-$r.txt | head -n 3
+    done; done ;;
   bench)
     for r in 1 2; do for vt in vt rows; do flag=; [ $vt = vt ] && flag=--v-transposed
       $B bench --dtype fp8 $flag --config $SHORT --shapes 1x8x512x64 --baseline-archive $F16 --out $O/$vt-$r > $O/$vt-$r.log 2>&1
@@ -37,7 +38,7 @@ for step in "$@"; do
     done; done ;;
   devtest)
     (cd runner && EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=${SWEEP_N:-12} EVOTUNE_EVIDENCE_DIR=$O ../bin/runner.test \
-      -test.run 'TestDeviceFP8$' -test.v -test.timeout 280s > $O/test.log 2>&1); echo "devtest rc $?"
+      -test.run 'TestDeviceFP8$' -test.v -test.timeout ${DEVTEST_TIMEOUT:-280s} > $O/test.log 2>&1); echo "devtest rc $?"
     grep -E "^(--- |ok|FAIL|PASS)" $O/test.log | tail -n 5; cat $O/fp8.txt 2>/dev/null | head -n 20 ;;
   tune)
     $B tune --dtype fp8 --v-transposed --shape 1x8x512x64 --budget ${TUNE_BUDGET:-90s} --seed-config $SHORT \
@@ -46,3 +47,5 @@ for step in "$@"; do
     grep -E "^\| [0-9]" $O/bench/bench.md ;;
   esac
 done
+# One archive of everything (the device returns a limited count of files).
+tar czf $OUT/res.tgz -C $OUT --exclude=res.tgz .
