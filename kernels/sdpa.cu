@@ -761,10 +761,11 @@ static_assert(!kVGiven || D * BN <= kTileElems, "a V^T tile fits a ring slot");
 // Copies keys [kv0, kv0+BN) of the D rows of a head's V^T (rows of sp
 // bytes) into a V^T tile; chunks at or past sp are zero-filled (the keys
 // from s to sp are the caller's zeros). A thread copies one chunk column,
-// kRowStep rows apart: its shared-memory addresses are one base plus
-// compile-time offsets (the rows it visits share their swizzle), its global
-// ones one pointer stepped by kRowStep rows of sp bytes, which a zero-filled
-// column does not step.
+// kRowStep rows apart: its global addresses are one pointer stepped by
+// kRowStep rows of sp bytes (a zero-filled column does not step), its
+// shared-memory ones one base plus compile-time offsets where kRowStep is a
+// multiple of 8, so that the rows it visits share their swizzle (vt_off's
+// XOR has a period of 8 rows), else each row's own.
 template <int NTHR>
 __device__ __forceinline__ void load_vt_tile(elem* tile, const elem* vt, int kv0, int sp, int tid) {
     static_assert(NTHR % kVtChunks == 0, "loader threads must cover whole V^T rows");
@@ -775,10 +776,13 @@ __device__ __forceinline__ void load_vt_tile(elem* tile, const elem* vt, int kv0
     const bool ok = kv0 + c * 16 < sp;
     const elem* src = ok ? vt + (r0 * sp + kv0 + c * 16) : vt;
     const int step = ok ? kRowStep * sp : 0;
-    const uint32_t dst = smem_addr(tile) + vt_off(r0, c);
+    const uint32_t base = smem_addr(tile);
+    const uint32_t dst = base + vt_off(r0, c);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-        if (D % kRowStep == 0 || r0 + it * kRowStep < D) cp_async16(dst + it * kRowStep * BN, src, ok ? 16 : 0);
+        const int r = r0 + it * kRowStep;
+        if (D % kRowStep == 0 || r < D)
+            cp_async16(kRowStep % 8 == 0 ? dst + it * kRowStep * BN : base + vt_off(r, c), src, ok ? 16 : 0);
         src += step;
     }
 }

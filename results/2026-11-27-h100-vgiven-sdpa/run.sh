@@ -11,6 +11,8 @@
 #   bench    `evotune bench` of the short best with V given and with V as it is (twice each, alternating), each
 #            beside our tuned fp16 of the shape (results/2026-11-25-h100-index) and PyTorch's fp16 backends
 #   devtest  TestDeviceFP8 (V given variants among them), EVOTUNE_SWEEP_N=${SWEEP_N:-12}
+#   loaders  check (gate only) with V given of configs whose V^T loader has few threads for its tile (2 or 4 rows
+#            apart, under vt_off's swizzle period of 8): the two configs TestDeviceFP8 failed at 2637e01 and more
 #   tune     a ${TUNE_BUDGET:-90s} fp8 tune of 1x8x512x64 with V given, seeded with the short best, and its bench
 set -u
 B=$PWD/bin/evotune
@@ -40,6 +42,19 @@ for step in "$@"; do
     (cd runner && EVOTUNE_GPU_TESTS=1 EVOTUNE_SWEEP_N=${SWEEP_N:-12} EVOTUNE_EVIDENCE_DIR=$O ../bin/runner.test \
       -test.run 'TestDeviceFP8$' -test.v -test.timeout ${DEVTEST_TIMEOUT:-280s} > $O/test.log 2>&1); echo "devtest rc $?"
     grep -E "^(--- |ok|FAIL|PASS)" $O/test.log | tail -n 5; cat $O/fp8.txt 2>/dev/null | head -n 20 ;;
+  loaders)
+    while read -r shape extra cfg; do
+      [ "$extra" = - ] && extra=
+      $B check --dtype fp8 --v-transposed --shape $shape $extra --config $cfg > $O/$(echo $cfg | tr ',=' '_-').txt 2>&1
+      echo "check $shape $extra $cfg rc $?"; grep -E "correctness" $O/$(echo $cfg | tr ',=' '_-').txt | head -n 2
+    done <<'CFGS'
+1x8x512x64 - block_m=32,block_n=256,fast_exp=0,kv_layout=pad,pv_accum=1,pv_fp8=1,q_in_regs=1,qk_accum=1,stages=4,warps=8,wgmma=off,ws=1
+1x3x77x128 --causal block_m=16,block_n=256,fast_exp=0,kv_layout=pad,min_blocks_per_sm=3,pv_accum=0,pv_fp8=0,q_in_regs=0,qk_accum=0,stages=1,warps=2,wgmma=off
+1x8x512x64 - block_m=64,block_n=128,ws=1,producer_warps=1,stages=3,wgmma=off
+1x8x512x64 - block_m=16,block_n=256,warps=2,stages=2,pv_fp8=1,wgmma=off
+1x3x77x128 - block_m=64,block_n=128,ws=1,producer_warps=1,stages=2,wgmma=off,pv_accum=0
+CFGS
+    ;;
   tune)
     $B tune --dtype fp8 --v-transposed --shape 1x8x512x64 --budget ${TUNE_BUDGET:-90s} --seed-config $SHORT \
       --archive $O/archive > $O/tune.log 2>&1; echo "tune rc $?"; tail -n 12 $O/tune.log
