@@ -13,6 +13,9 @@
 #   devtest  TestDeviceFP8 (V given variants among them), EVOTUNE_SWEEP_N=${SWEEP_N:-12}
 #   loaders  check (gate only) with V given of configs whose V^T loader has few threads for its tile (2 or 4 rows
 #            apart, under vt_off's swizzle period of 8): the two configs TestDeviceFP8 failed at 2637e01 and more
+#   longbn   check's timing of the long best with block_n=128 (V^T rows of 128 bytes, whole L2 lines), V as it is
+#            and V given, alternating twice
+#   confirm  step tune's bench three more times from the committed archive (run1/tune/archive), fresh processes
 #   tune     a ${TUNE_BUDGET:-90s} fp8 tune of 1x8x512x64 with V given, seeded with the short best, and its bench
 set -u
 B=$PWD/bin/evotune
@@ -55,6 +58,16 @@ for step in "$@"; do
 1x3x77x128 - block_m=64,block_n=128,ws=1,producer_warps=1,stages=2,wgmma=off,pv_accum=0
 CFGS
     ;;
+  longbn)
+    for r in 1 2; do for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
+      $B check --dtype fp8 --shape 4x16x2048x64 --config ${LONG/block_n=64/block_n=128} $flag > $O/long128-$vt-$r.txt 2>&1
+      echo "check long block_n=128 $vt $r rc $?"; grep -E "correctness|timed|ptxas" $O/long128-$vt-$r.txt | head -n 3
+    done; done ;;
+  confirm)
+    for r in 1 2 3; do
+      $B bench --archive results/2026-11-27-h100-vgiven-sdpa/run1/tune/archive --baseline-archive $F16 --out $O/bench-$r > $O/bench-$r.log 2>&1
+      echo "bench $r rc $?"; grep -E "^\| [0-9]" $O/bench-$r/bench.md
+    done ;;
   tune)
     $B tune --dtype fp8 --v-transposed --shape 1x8x512x64 --budget ${TUNE_BUDGET:-90s} --seed-config $SHORT \
       --archive $O/archive > $O/tune.log 2>&1; echo "tune rc $?"; tail -n 12 $O/tune.log
