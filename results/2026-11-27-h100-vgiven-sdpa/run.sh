@@ -13,14 +13,16 @@
 #   devtest  TestDeviceFP8 (V given variants among them), EVOTUNE_SWEEP_N=${SWEEP_N:-12}
 #   loaders  check (gate only) with V given of configs whose V^T loader has few threads for its tile (2 or 4 rows
 #            apart, under vt_off's swizzle period of 8): the two configs TestDeviceFP8 failed at 2637e01 and more
-#   longbn   check's timing of the long best with block_n=128 (V^T rows of 128 bytes, whole L2 lines), V as it is
-#            and V given, alternating twice
+#   longbn   check's timing of the long best (block_n=64: V^T rows of 64 bytes, half an L2 line) and of a 128-key
+#            variant (LONG128: V^T rows of whole 128-byte lines; 8 warps, 3 stages to fit), V as it is and V given,
+#            alternating twice (run 3 asked for the long best with block_n=128 alone: over the register estimate)
 #   confirm  step tune's bench three more times from the committed archive (run1/tune/archive), fresh processes
 #   tune     a ${TUNE_BUDGET:-90s} fp8 tune of 1x8x512x64 with V given, seeded with the short best, and its bench
 set -u
 B=$PWD/bin/evotune
 SHORT=block_m=16,block_n=256,fast_exp=1,kv_layout=swizzle,min_blocks_per_sm=2,persistent=1,producer_warps=1,pv_accum=0,pv_fp8=0,q_in_regs=1,qk_accum=1,qk_f16=1,split_kv=1,stages=3,warps=4,wgmma=off,ws=0
 LONG=block_m=128,block_n=64,fast_exp=1,kv_layout=swizzle,min_blocks_per_sm=1,persistent=0,producer_warps=1,pv_accum=0,pv_fp8=0,q_in_regs=1,qk_accum=1,qk_f16=0,split_kv=1,stages=4,warps=4,wgmma=qk,ws=0
+LONG128=block_m=128,block_n=128,fast_exp=1,kv_layout=swizzle,min_blocks_per_sm=1,persistent=0,producer_warps=1,pv_accum=0,pv_fp8=0,q_in_regs=1,qk_accum=1,qk_f16=0,split_kv=1,stages=3,warps=8,wgmma=qk,ws=0
 F16=results/2026-11-25-h100-index
 for step in "$@"; do
   O=$OUT/$step; mkdir -p $O
@@ -59,10 +61,10 @@ for step in "$@"; do
 CFGS
     ;;
   longbn)
-    for r in 1 2; do for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
-      $B check --dtype fp8 --shape 4x16x2048x64 --config ${LONG/block_n=64/block_n=128} $flag > $O/long128-$vt-$r.txt 2>&1
-      echo "check long block_n=128 $vt $r rc $?"; grep -E "correctness|timed|ptxas" $O/long128-$vt-$r.txt | head -n 3
-    done; done ;;
+    for r in 1 2; do for cfg in LONG LONG128; do for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
+      $B check --dtype fp8 --shape 4x16x2048x64 --config ${!cfg} $flag > $O/$cfg-$vt-$r.txt 2>&1
+      echo "check $cfg $vt $r rc $?"; grep -E "correctness|timed" $O/$cfg-$vt-$r.txt | head -n 3
+    done; done; done ;;
   confirm)
     for r in 1 2 3; do
       $B bench --archive results/2026-11-27-h100-vgiven-sdpa/run1/tune/archive --baseline-archive $F16 --out $O/bench-$r > $O/bench-$r.log 2>&1
