@@ -17,6 +17,8 @@
 #            variant (LONG128: V^T rows of whole 128-byte lines; 8 warps, 3 stages to fit), V as it is and V given,
 #            alternating twice (run 3 asked for the long best with block_n=128 alone: over the register estimate)
 #   confirm  step tune's bench three more times from the committed archive (run1/tune/archive), fresh processes
+#   export   examples/device-check.sh on run3's tuned archive (V given): the bundle in the CMake example and the
+#            PyTorch extension, checked against PyTorch in fp32 at the tuned shape and untuned ones, and timed
 #   tune     a ${TUNE_BUDGET:-90s} fp8 tune of 1x8x512x64 with V given, seeded with the short best, and its bench
 set -u
 B=$PWD/bin/evotune
@@ -70,6 +72,9 @@ CFGS
       $B bench --archive results/2026-11-27-h100-vgiven-sdpa/run1/tune/archive --baseline-archive $F16 --out $O/bench-$r > $O/bench-$r.log 2>&1
       echo "bench $r rc $?"; grep -E "^\| [0-9]" $O/bench-$r/bench.md
     done ;;
+  export)
+    ARCHIVE=results/2026-11-27-h100-vgiven-sdpa/run3/tune/archive bash examples/device-check.sh $O/bundle > $O/check.log 2>&1
+    echo "device-check rc $?"; tail -n 20 $O/check.log ;;
   tune)
     $B tune --dtype fp8 --v-transposed --shape 1x8x512x64 --budget ${TUNE_BUDGET:-90s} --seed-config $SHORT \
       --archive $O/archive > $O/tune.log 2>&1; echo "tune rc $?"; tail -n 12 $O/tune.log
