@@ -411,11 +411,18 @@ func TestHopperBundle(t *testing.T) {
 // best and shapes, and returns it with its files' text by path.
 func hopperBundle(t *testing.T, prob space.Problem, best Config, shapes []ShapeBest) (*Bundle, map[string]string) {
 	t.Helper()
+	return bundleText(t, "tuned_attn", prob, "sm_90", best, shapes)
+}
+
+// bundleText makes the bundle name of prob's family for arch from best and
+// shapes, and returns it with its files' text by path.
+func bundleText(t *testing.T, name string, prob space.Problem, arch string, best Config, shapes []ShapeBest) (*Bundle, map[string]string) {
+	t.Helper()
 	f, err := kernels.FamilyOf(prob.Family)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New("tuned_attn", prob, f.Source(), "sm_90", best, shapes)
+	b, err := New(name, prob, f.Source(), arch, best, shapes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,19 +486,8 @@ func TestBundleVTransposed(t *testing.T) {
 	cfg := configsOf(t, prob, "sm_89")
 	best := cfg("block_m=16,block_n=256,stages=3,pv_fp8=0")
 	other := cfg("persistent=1,block_m=128,warps=8,block_n=64,stages=3")
-	b, err := New("tuned_sdpa", prob, kernels.SDPASource(), "sm_89", best,
+	b, text := bundleText(t, "tuned_sdpa", prob, "sm_89", best,
 		[]ShapeBest{{Shape: prob.Shapes[0], Config: best}, {Shape: prob.Shapes[1], Config: other}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := b.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := map[string]string{}
-	for _, f := range files {
-		text[filepath.Base(f.Path)] = string(f.Data)
-	}
 	if h := text["tuned_sdpa_launch.h"]; !strings.Contains(h, "#define TUNED_SDPA_V_TRANSPOSED 1 ") || !strings.Contains(h, "v holds V^T") {
 		t.Errorf("the header does not say V comes transposed:\n%s", h)
 	}
