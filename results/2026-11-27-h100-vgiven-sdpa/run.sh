@@ -17,6 +17,8 @@
 #            variant (LONG128: V^T rows of whole 128-byte lines; 8 warps, 3 stages to fit), V as it is and V given,
 #            alternating twice (run 3 asked for the long best with block_n=128 alone: over the register estimate)
 #   confirm  step tune's bench three more times from the committed archive (run1/tune/archive), fresh processes
+#   ncu      Nsight Compute on one timed launch (the 101st sdpa_fwd of check) of LONG and LONG128, V as it is and V
+#            given: the memory tables (L2 requests and sectors, shared-memory bank conflicts) and instruction counts
 #   export   examples/device-check.sh on run3's tuned archive (V given): the bundle in the CMake example and the
 #            PyTorch extension, checked against PyTorch in fp32 at the tuned shape and untuned ones, and timed
 #   tune     a ${TUNE_BUDGET:-90s} fp8 tune of 1x8x512x64 with V given, seeded with the short best, and its bench
@@ -72,6 +74,16 @@ CFGS
       $B bench --archive results/2026-11-27-h100-vgiven-sdpa/run1/tune/archive --baseline-archive $F16 --out $O/bench-$r > $O/bench-$r.log 2>&1
       echo "bench $r rc $?"; grep -E "^\| [0-9]" $O/bench-$r/bench.md
     done ;;
+  ncu)
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1); echo "ncu: $NCU"
+    M=lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__inst_executed.sum,gpu__time_duration.sum
+    for cfg in LONG LONG128; do for vt in rows vt; do flag=; [ $vt = vt ] && flag=--v-transposed
+      timeout 120 $NCU --target-processes all --clock-control none --kernel-name sdpa_fwd --launch-skip 100 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --metrics $M \
+        $B check --dtype fp8 --shape 4x16x2048x64 --config ${!cfg} $flag > $O/$cfg-$vt.txt 2>&1; echo "ncu $cfg $vt rc $?"
+      grep -E "lts__t_|smsp__inst_executed|gpu__time_duration|Duration|==ERR" $O/$cfg-$vt.txt | head -n 8
+      grep -iE "bank|Shared " $O/$cfg-$vt.txt | head -n 8
+    done; done ;;
   export)
     ARCHIVE=results/2026-11-27-h100-vgiven-sdpa/run3/tune/archive bash examples/device-check.sh $O/bundle > $O/check.log 2>&1
     echo "device-check rc $?"; tail -n 20 $O/check.log ;;
