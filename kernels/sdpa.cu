@@ -752,6 +752,8 @@ __device__ __forceinline__ void load_tile(elem* tile, const elem* g, int row0, i
 // by (row >> 1) & 3, of 32 bytes by (row >> 2) & 1. It takes D * BN bytes,
 // within its ring slot whether or not K's rows are swizzled.
 constexpr int kVtChunks = BN / 16;
+// vt_keys is a V^T row's length in keys (bytes): s rounded up to 16.
+__device__ __forceinline__ int vt_keys(int s) { return (s + 15) & ~15; }
 __device__ __forceinline__ int vt_off(int row, int chunk) {
     const int x = kVtChunks >= 8 ? (row & 7) : kVtChunks == 4 ? ((row >> 1) & 3) : ((row >> 2) & 1);
     return row * BN + ((chunk ^ x) << 4);
@@ -796,7 +798,7 @@ __device__ __forceinline__ void load_k_tile(elem* tile, const elem* k, int kv0, 
 template <int NTHR>
 __device__ __forceinline__ void load_v_tile(elem* tile, const elem* v, int kv0, int s, int tid) {
     if constexpr (kVGiven) {
-        load_vt_tile<NTHR>(tile, v, kv0, (s + 15) & ~15, tid);
+        load_vt_tile<NTHR>(tile, v, kv0, vt_keys(s), tid);
     } else {
         load_tile<BN, NTHR>(tile, v, kv0, s, tid);
     }
@@ -804,7 +806,7 @@ __device__ __forceinline__ void load_v_tile(elem* tile, const elem* v, int kv0, 
 
 // v_head is head bh's V: rows of D from s * D on, or its D rows of V^T.
 __device__ __forceinline__ const elem* v_head(const SdpaParams& p, int bh) {
-    const size_t rows = kVGiven ? (size_t)D * ((p.s + 15) & ~15) : (size_t)p.s * D;
+    const size_t rows = kVGiven ? (size_t)D * vt_keys(p.s) : (size_t)p.s * D;
     return static_cast<const elem*>(p.v) + (size_t)bh * rows;
 }
 
