@@ -267,12 +267,19 @@ func TestBundleCompilesAndRefuses(t *testing.T) {
 // dequantisation scales, with an nvcc that builds E4M3 mma ($EVOTUNE_FP8_NVCC,
 // as the kernels' fp8 compile tests), for both fp8 architectures.
 func TestFP8BundleCompiles(t *testing.T) {
+	compileFP8Bundle(t, testBundle(t, "fp8"))
+}
+
+// compileFP8Bundle compiles the launcher of b (named tuned_sdpa) for sm_89
+// and sm_90 with $EVOTUNE_FP8_NVCC, or skips.
+func compileFP8Bundle(t *testing.T, b *Bundle) {
+	t.Helper()
 	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
 	if nvcc == "" {
 		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)
 	}
 	dir := t.TempDir()
-	writeBundle(t, testBundle(t, "fp8"), dir)
+	writeBundle(t, b, dir)
 	cmd := exec.Command(nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90,code=sm_90",
 		"-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -494,15 +501,5 @@ func TestBundleVTransposed(t *testing.T) {
 	if n := strings.Count(text["tuned_sdpa_launch.cu"], "#define SDPA_V_GIVEN 1"); n != 2 {
 		t.Errorf("the launcher defines SDPA_V_GIVEN 1 for %d configs, want 2", n)
 	}
-	nvcc := os.Getenv("EVOTUNE_FP8_NVCC")
-	if nvcc == "" {
-		t.Skipf("EVOTUNE_FP8_NVCC is not set: an fp8 bundle needs nvcc %s or newer", kernels.FP8MinNVCC)
-	}
-	dir := t.TempDir()
-	writeBundle(t, b, dir)
-	cmd := exec.Command(nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90,code=sm_90",
-		"-c", "-o", filepath.Join(dir, "launch.o"), filepath.Join(dir, "tuned_sdpa_launch.cu"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
-	}
+	compileFP8Bundle(t, b)
 }
