@@ -367,10 +367,11 @@ func compileQuantizedSample(t *testing.T, cc *compiler, dtype string, seed uint6
 				sample = sample[:pr.first]
 			}
 			for i, c := range sample {
-				name := fmt.Sprintf("%s/d%d_%s_%s_causal%v/%02d", arch, pr.d, dtype, pr.out, pr.causal, i)
+				vt := ""
 				if pr.vt {
-					name = fmt.Sprintf("%s/d%d_%s_%s_causal%v_vt/%02d", arch, pr.d, dtype, pr.out, pr.causal, i)
+					vt = "_vt"
 				}
+				name := fmt.Sprintf("%s/d%d_%s_%s_causal%v%s/%02d", arch, pr.d, dtype, pr.out, pr.causal, vt, i)
 				flags, err := s.Flags(c)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
